@@ -1,0 +1,280 @@
+"""The `esmem` command: parses arguments, calls the library, prints. No logic of its own.
+
+Errors esmem raises on purpose print one line to stderr and exit 2; `esmem check` exits 1 on drift.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from . import embedded
+from .engine import Engine
+from .errors import EsmemError
+from .install import check as check_drift
+from .install import install as install_artifacts
+from .ranking import RecallParams, iso, params_from_strings
+from .store import MemoryStore, RecallResult
+
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    click.echo(f"error: {message.splitlines()[0]}", err=True)
+    sys.exit(code)
+
+
+class Group(click.Group):
+    """Maps esmem's errors to a one-line message and exit code 2 (no traceback)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except EsmemError as e:
+            fail(str(e))
+
+
+def _pairs(values: tuple[str, ...]) -> dict[str, str]:
+    out_: dict[str, str] = {}
+    for v in values:
+        if "=" not in v:
+            raise click.BadParameter(f"expected key=value, got {v!r}", param_hint="--set")
+        k, _, val = v.partition("=")
+        out_[k.strip()] = val.strip()
+    return out_
+
+
+@click.group(cls=Group)
+@click.option("--url", envvar="ESMEM_URL", default=None, help="Cluster URL (env ESMEM_URL).")
+@click.option("--prefix", envvar="ESMEM_PREFIX", default="esmem", show_default=True,
+              help="Name prefix of the index, alias, scripts and templates (env ESMEM_PREFIX).")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
+    """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
+    ctx.obj = {"url": url, "prefix": prefix}
+
+
+def _engine(ctx: click.Context) -> Engine:
+    url = ctx.obj["url"]
+    if not url:
+        fail("no cluster URL: pass --url or set ESMEM_URL (or start one with `esmem engine up`)")
+    return Engine(url)
+
+
+def _store(ctx: click.Context, params: RecallParams | None = None) -> MemoryStore:
+    return MemoryStore(_engine(ctx), ctx.obj["prefix"], params=params)
+
+
+# -- engine ------------------------------------------------------------------------------------
+@cli.group()
+def engine() -> None:
+    """Run the embedded OpenSearch 2.19 node (built from Maven Central artifacts)."""
+
+
+@engine.command("up")
+@click.option("--port", type=int, default=None, help="HTTP port (default: a free one).")
+@click.option("--data", type=click.Path(path_type=Path), default=None, help="Data directory.")
+@click.option("--heap", default=None, help="JVM heap, e.g. 1g (env ESMEM_ENGINE_HEAP).")
+def engine_up(port: int | None, data: Path | None, heap: str | None) -> None:
+    """Start the node in the background; print its URL as the last line."""
+    err.print("starting the embedded engine (the first start builds it with Maven)...")
+    running = embedded.up(port=port, data=data, heap=heap)
+    click.echo(running.url)
+
+
+@engine.command("status")
+def engine_status() -> None:
+    """Exit 0 when the embedded node answers."""
+    running = embedded.read_state()
+    if running and embedded.health(running.url):
+        click.echo(f"{running.url} {embedded.health(running.url)} (pid {running.pid})")
+        return
+    fail("the embedded engine is not running", 1)
+
+
+@engine.command("down")
+def engine_down() -> None:
+    """Stop the embedded node."""
+    click.echo("stopped" if embedded.down() else "not running")
+
+
+# -- install / check ---------------------------------------------------------------------------
+@cli.command()
+@click.option("--migrate", is_flag=True, help="Reindex into a new index when the mapping changed.")
+@click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True)
+@click.pass_context
+def install(ctx: click.Context, migrate: bool, shards: int, replicas: int) -> None:
+    """Put the index template, index + alias, stored scripts and search templates (idempotent)."""
+    eng = _engine(ctx)
+    report = install_artifacts(eng, ctx.obj["prefix"], migrate=migrate, shards=shards, replicas=replicas)
+    for name in report.created:
+        click.echo(f"created  {name}")
+    for name in report.updated:
+        click.echo(f"updated  {name}")
+    for note in report.notes:
+        click.echo(f"note     {note}")
+    click.echo(f"{report.summary()} ({eng.info}, prefix {ctx.obj['prefix']})")
+
+
+@cli.command()
+@click.pass_context
+def check(ctx: click.Context) -> None:
+    """Compare what is installed with the repo; exit 1 naming each drift."""
+    drift = check_drift(_engine(ctx), ctx.obj["prefix"])
+    for line in drift:
+        click.echo(f"drift    {line}")
+    if drift:
+        sys.exit(1)
+    click.echo("no drift")
+
+
+# -- remember / recall / explain ---------------------------------------------------------------
+@cli.command()
+@click.argument("content")
+@click.option("-n", "--namespace", required=True)
+@click.option("--kind", default="fact", show_default=True)
+@click.option("--importance", type=float, default=None, help="1-10 (default: the rule-based scorer).")
+@click.option("--valid-from", default=None, help="ISO-8601 time it was said (default: now).")
+@click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
+@click.option("--evergreen", is_flag=True, help="Never decays.")
+@click.option("--source", default="user", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Show the merge decision without writing.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def remember(ctx: click.Context, content: str, namespace: str, kind: str, importance: float | None,
+             valid_from: str | None, entities: tuple[str, ...], evergreen: bool, source: str,
+             dry_run: bool, as_json: bool) -> None:
+    """Write one memory (supersede-merge decides added / superseded / duplicate)."""
+    res = _store(ctx).remember(content, namespace, kind=kind, importance=importance, valid_from=valid_from,
+                               entities=entities, evergreen=evergreen, source=source, dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(asdict(res), ensure_ascii=False))
+        return
+    what = {"added": "added", "superseded": f"superseded {', '.join(res.superseded)}",
+            "duplicate": f"duplicate of {res.duplicate_of}"}[res.action]
+    click.echo(f"{'(dry run) ' if dry_run else ''}{what} -> {res.id}")
+    for mid, sc in res.scores.items():
+        click.echo(f"  candidate {mid}: bm25={sc['bm25']:.2f} overlap={sc['overlap']:.2f}")
+
+
+def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed([
+        click.argument("query"),
+        click.option("-n", "--namespace", required=True),
+        click.option("-k", "k", type=int, default=5, show_default=True),
+        click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value."),
+        click.option("--now", default=None, help="Reference time (ISO-8601; default now)."),
+        click.option("--as-of", default=None, help="Only memories valid at this time."),
+        click.option("--json", "as_json", is_flag=True),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _recall(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[str, ...], now: str | None,
+            as_of: str | None, touch: bool, explain: bool) -> RecallResult:
+    params = params_from_strings(RecallParams(), _pairs(sets))
+    return _store(ctx, params).recall(query, namespace, k, now=now, as_of=as_of, touch=touch, explain=explain)
+
+
+def result_json(res: RecallResult) -> dict[str, Any]:
+    def mem(m: Any) -> dict[str, Any]:
+        d = asdict(m)
+        for key, v in d.items():
+            if isinstance(v, datetime):
+                d[key] = iso(v)
+        return d
+
+    return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
+            "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
+                       "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
+                       "terms": dict(r.terms)} for r in res.items],
+            "recent": [mem(m) for m in res.recent], "took_ms": res.took_ms}
+
+
+def print_result(res: RecallResult, *, explain: bool) -> None:
+    table = Table(title=f"recall {res.query!r} in {res.namespace} ({res.params.mode}, {res.took_ms:.1f} ms)")
+    for col in ("#", "id", "score", "rel", "rec", "imp", "reheat", "mmr", "kind", "valid_from", "content"):
+        table.add_column(col, overflow="fold")
+    for i, r in enumerate(res.items, 1):
+        m = r.memory
+        table.add_row(str(i), m.external_id or m.id[:10], f"{r.score:.4f}", f"{r.rel:.3f}", f"{r.recency:.3f}",
+                      f"{m.importance:g}", f"{r.reheat:.2f}", f"{r.mmr_penalty:.3f}", m.kind,
+                      iso(m.valid_from)[:10], m.content)
+    out.print(table)
+    if explain:
+        for i, r in enumerate(res.items, 1):
+            terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
+            out.print(f"  #{i} terms: {terms or '(no lexical match)'}")
+    if res.recent:
+        out.print("recent:")
+        for m in res.recent:
+            out.print(f"  {iso(m.valid_from)[:16]}  {m.content}")
+
+
+@cli.command()
+@_recall_options
+@click.option("--no-touch", is_flag=True, help="Read-only: no reheat write-back.")
+@click.option("--explain", "explain_", is_flag=True, help="Show per-term BM25 contributions.")
+@click.pass_context
+def recall(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[str, ...], now: str | None,
+           as_of: str | None, as_json: bool, no_touch: bool, explain_: bool) -> None:
+    """Recall the top-k memories of a namespace for a query."""
+    res = _recall(ctx, query, namespace, k, sets, now, as_of, not no_touch, explain_)
+    if as_json:
+        click.echo(json.dumps(result_json(res), ensure_ascii=False))
+    else:
+        print_result(res, explain=explain_)
+
+
+@cli.command()
+@_recall_options
+@click.pass_context
+def explain(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[str, ...], now: str | None,
+            as_of: str | None, as_json: bool) -> None:
+    """Recall read-only and show why each memory ranked where it did."""
+    res = _recall(ctx, query, namespace, k, sets, now, as_of, False, True)
+    if as_json:
+        click.echo(json.dumps(result_json(res), ensure_ascii=False))
+    else:
+        print_result(res, explain=True)
+
+
+# -- history / restore -------------------------------------------------------------------------
+@cli.command()
+@click.argument("memory_id")
+@click.option("-n", "--namespace", required=True)
+@click.pass_context
+def history(ctx: click.Context, memory_id: str, namespace: str) -> None:
+    """Show the version chain of a memory, oldest first."""
+    for m in _store(ctx).history(namespace, memory_id):
+        click.echo(f"{m.id}  {m.status:<10} {iso(m.valid_from)[:19]}  {m.content}")
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("-n", "--namespace", required=True)
+@click.option("--keep-successor", is_flag=True, help="Keep the successor active too (the merge was wrong).")
+@click.pass_context
+def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: bool) -> None:
+    """Reactivate a superseded memory (undo a merge)."""
+    m = _store(ctx).restore(namespace, memory_id, retire_successor=not keep_successor)
+    click.echo(f"{m.id} is {m.status} again")
+
+
+def main() -> None:
+    cli(prog_name="esmem")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""One error base class, specific subclasses; lower-level errors are mapped at the boundary."""
+from __future__ import annotations
+
+
+class EsmemError(Exception):
+    """Base of every error esmem raises on purpose."""
+
+
+class InvalidInput(EsmemError, ValueError):
+    """A caller passed something esmem refuses (empty content, bad namespace, k out of range...)."""
+
+
+class ConfigError(EsmemError, ValueError):
+    """A configuration value (half-life, kind policy, scorer) is invalid."""
+
+
+class TemplateRenderError(EsmemError):
+    """A Jinja2 source under templates/ or painless/ could not be rendered or parsed."""
+
+
+class EngineError(EsmemError):
+    """The engine answered with an error."""
+
+    def __init__(self, message: str, status: int | None = None, body: object = None):
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class EngineUnavailable(EngineError):
+    """Nothing answers at the configured URL."""
+
+
+class UnsupportedEngine(EngineError):
+    """The engine answers but is not one esmem supports (ES 7, OpenSearch 1, ...)."""
+
+
+class NotFound(EngineError):
+    """A document, alias or script does not exist."""
+
+
+class VersionConflict(EngineError):
+    """An optimistic-concurrency write lost the race (if_seq_no / if_primary_term)."""
+
+
+class NotInstalled(EsmemError):
+    """The index, scripts or templates are missing: run `esmem install`."""

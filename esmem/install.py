@@ -1,0 +1,227 @@
+"""Install what esmem needs into a cluster, idempotently, and detect drift from the repo.
+
+Artifacts: the index template (templates/index_template.json.j2), every stored Painless script
+(painless/*.painless) and every search template (templates/search/*.mustache.j2), all named under a
+prefix so several installations (and parallel tests) share one cluster. The concrete index is named
+after the mapping's digest and sits behind an alias: a mapping change is `install --migrate`
+(new index, reindex, atomic alias swap), never an in-place edit.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import Engine
+from .errors import NotFound, NotInstalled
+from .templates import assets_root, render, render_json
+
+MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every cluster-side name derived from the installation prefix."""
+
+    prefix: str
+
+    @property
+    def alias(self) -> str:
+        return f"{self.prefix}-memories"
+
+    @property
+    def index_template(self) -> str:
+        return f"{self.prefix}-memories"
+
+    def index(self, digest: str) -> str:
+        return f"{self.prefix}-memories-{digest[:12]}"
+
+    def script(self, stem: str) -> str:
+        return f"{self.prefix}-{stem}"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    kind: str  # "index_template" | "script"
+    name: str
+    body: dict[str, Any]
+    digest: str
+
+
+@dataclass
+class InstallReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated)
+
+    def summary(self) -> str:
+        if not self.changed:
+            return "nothing to do"
+        return f"{len(self.created)} created, {len(self.updated)} updated"
+
+
+def _digest(obj: Any) -> str:
+    text = obj if isinstance(obj, str) else json.dumps(obj, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> dict[str, Any]:
+    return render_json("templates/index_template.json.j2", {
+        "prefix": prefix, "family": engine.info.family, "major": engine.info.major,
+        "shards": shards, "replicas": replicas})
+
+
+def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> list[Artifact]:
+    """Everything `install` puts, rendered from the repo's files."""
+    names = Names(prefix)
+    root = assets_root()
+    body = index_body(engine, prefix, shards, replicas)
+    out = [Artifact("index_template", names.index_template, body, _digest(body["template"]))]
+    for path in sorted((root / "painless").glob("*.painless")):
+        source = render(f"painless/{path.name}", {})
+        out.append(Artifact("script", names.script(path.stem),
+                            {"script": {"lang": "painless", "source": source}}, _digest(source)))
+    for path in sorted((root / "templates" / "search").glob("*.mustache.j2")):
+        source = render(f"templates/search/{path.name}", {"prefix": prefix}, shared=frozenset({"prefix"}))
+        stem = path.name.removesuffix(".mustache.j2")
+        out.append(Artifact("script", names.script(stem),
+                            {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
+                            _digest(source)))
+    return out
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, str]:
+    """Settings as dotted keys with string values: how the engine echoes them back."""
+    out: dict[str, str] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else k))
+    elif isinstance(obj, list):
+        out[prefix] = json.dumps([_flatten(v) if isinstance(v, dict) else str(v) for v in obj], sort_keys=True)
+    else:
+        out[prefix] = str(obj).lower() if isinstance(obj, bool) else str(obj)
+    return out
+
+
+def _installed_template(engine: Engine, name: str) -> dict[str, Any] | None:
+    try:
+        resp = engine.request("GET", f"/_index_template/{name}")
+    except NotFound:
+        return None
+    found = resp.get("index_templates") or []
+    return found[0]["index_template"] if found else None
+
+
+def _same_template(installed: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    got, want = installed.get("template", {}), wanted["template"]
+    return (_flatten(got.get("settings", {})) == _flatten(want["settings"])
+            and _digest(got.get("mappings", {})) == _digest(want["mappings"])
+            and installed.get("index_patterns") == wanted["index_patterns"])
+
+
+def _installed_script(engine: Engine, name: str) -> str | None:
+    try:
+        resp = engine.request("GET", f"/_scripts/{name}")
+    except NotFound:
+        return None
+    if not resp.get("found", True) or "script" not in resp:
+        return None
+    return resp["script"]["source"]
+
+
+def current_index(engine: Engine, prefix: str) -> str | None:
+    """The concrete index behind the alias, or None before install."""
+    try:
+        resp = engine.request("GET", f"/_alias/{Names(prefix).alias}")
+    except NotFound:
+        return None
+    return sorted(resp)[-1] if resp else None
+
+
+def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False,
+            shards: int = 1, replicas: int = 0) -> InstallReport:
+    """PUT what is missing or different; create the versioned index + alias if missing."""
+    report = InstallReport()
+    names = Names(prefix)
+    index_digest = ""
+    for art in artifacts(engine, prefix, shards, replicas):
+        if art.kind == "index_template":
+            index_digest = art.digest
+            installed = _installed_template(engine, art.name)
+            if installed is not None and _same_template(installed, art.body):
+                report.unchanged.append(f"index template {art.name}")
+                continue
+            engine.request("PUT", f"/_index_template/{art.name}", art.body)
+            (report.updated if installed is not None else report.created).append(f"index template {art.name}")
+        else:
+            installed_source = _installed_script(engine, art.name)
+            if installed_source == art.body["script"]["source"]:
+                report.unchanged.append(f"script {art.name}")
+                continue
+            engine.request("PUT", f"/_scripts/{art.name}", art.body)
+            (report.updated if installed_source is not None else report.created).append(f"script {art.name}")
+
+    wanted_index = names.index(index_digest)
+    live = current_index(engine, prefix)
+    if live is None:
+        engine.request("PUT", f"/{wanted_index}", {"aliases": {names.alias: {"is_write_index": True}}})
+        report.created.append(f"index {wanted_index} (alias {names.alias})")
+    elif live == wanted_index:
+        report.unchanged.append(f"index {live}")
+    elif migrate:
+        engine.request("PUT", f"/{wanted_index}", {})
+        engine.request("POST", "/_reindex", {"source": {"index": live}, "dest": {"index": wanted_index}},
+                       {"wait_for_completion": "true", "refresh": "true"})
+        engine.request("POST", "/_aliases", {"actions": [
+            {"remove": {"index": live, "alias": names.alias}},
+            {"add": {"index": wanted_index, "alias": names.alias, "is_write_index": True}}]})
+        report.created.append(f"index {wanted_index} (migrated from {live}, alias swapped)")
+    else:
+        report.notes.append(f"index {live} was built from another mapping than the repo's; "
+                            f"run `esmem install --migrate` to reindex into {wanted_index}")
+    return report
+
+
+def check(engine: Engine, prefix: str = "esmem") -> list[str]:
+    """What differs between the cluster and the repo, one line per artifact ([] = no drift)."""
+    drift: list[str] = []
+    names = Names(prefix)
+    index_digest = ""
+    wanted_mappings: dict[str, Any] = {}
+    for art in artifacts(engine, prefix):
+        if art.kind == "index_template":
+            index_digest, wanted_mappings = art.digest, art.body["template"]["mappings"]
+            installed = _installed_template(engine, art.name)
+            if installed is None:
+                drift.append(f"index template {art.name}: missing")
+            elif not _same_template(installed, art.body):
+                drift.append(f"index template {art.name}: differs from templates/index_template.json.j2")
+            continue
+        source = _installed_script(engine, art.name)
+        if source is None:
+            drift.append(f"script {art.name}: missing")
+        elif _digest(source) != art.digest:
+            drift.append(f"script {art.name}: content hash {_digest(source)[:12]} != repo {art.digest[:12]}")
+    live = current_index(engine, prefix)
+    if live is None:
+        drift.append(f"index {names.alias}: missing")
+    else:
+        if live != names.index(index_digest):
+            drift.append(f"index {live}: built from another mapping (repo wants {names.index(index_digest)})")
+        mappings = engine.request("GET", f"/{live}/_mapping")[live]["mappings"]
+        if _digest(mappings) != _digest(wanted_mappings):
+            drift.append(f"index {live}: live mapping differs from the repo's")
+    return drift
+
+
+def require_installed(engine: Engine, prefix: str) -> str:
+    """The alias to use; raise NotInstalled when `esmem install` has not run."""
+    if current_index(engine, prefix) is None:
+        raise NotInstalled(f"no esmem index under prefix '{prefix}' at {engine.url}: run `esmem install`")
+    return Names(prefix).alias

@@ -1,0 +1,84 @@
+"""Write-time supersede-merge: decide whether a new memory restates or updates an active one.
+
+Seed 002: decay cannot fix "the same thing said twice" without hurting everything else; merging at
+write time can. A candidate comes from the `lookup` template (BM25 of the new content against the
+namespace's active memories, same analysis as recall). The decision:
+
+- duplicate  : same kind and token Jaccard >= dup_overlap  -> nothing new is indexed; the old memory
+               is reinforced (importance = max, restated_count + 1, recency anchor moved to the new time)
+- supersede  : same kind, BM25 >= min_bm25 and token overlap >= min_overlap -> the new memory is
+               indexed active with `supersedes`, the old one becomes superseded (never deleted)
+- add        : anything else
+
+Token overlap is the Jaccard of the two memories' search-analyzer token sets (CJK bigrams, stemmed
+words). Kinds listed in `never_supersede` (events: two similar happenings are both true) are only
+ever de-duplicated, not superseded.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from .analysis import tokens
+from .errors import ConfigError
+
+
+@dataclass(frozen=True)
+class MergePolicy:
+    enabled: bool = True
+    min_bm25: float = 4.0
+    min_overlap: float = 0.5
+    dup_overlap: float = 0.9
+    candidates: int = 5
+    never_supersede: tuple[str, ...] = ("event",)
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_overlap <= 1 or not 0 < self.dup_overlap <= 1:
+            raise ConfigError("merge overlaps must be in (0, 1]")
+        if self.min_bm25 < 0 or not 1 <= self.candidates <= 100:
+            raise ConfigError("min_bm25 must be >= 0 and candidates in 1..100")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """An active memory the lookup returned, with what OCC needs to update it safely."""
+
+    id: str
+    bm25: float
+    source: Mapping[str, Any]
+    seq_no: int
+    primary_term: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str  # "add" | "supersede" | "duplicate"
+    targets: tuple[Candidate, ...] = ()
+    scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # id -> {bm25, overlap}
+
+
+def overlap(a: str, b: str) -> float:
+    """Jaccard of search-analyzer token sets."""
+    ta, tb = set(tokens(a, query=True)), set(tokens(b, query=True))
+    if not ta or not tb:
+        return 0.0
+    return len(ta & tb) / len(ta | tb)
+
+
+def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy) -> Decision:
+    """Pure decision over the lookup's candidates (already same namespace, active, same kind)."""
+    if not policy.enabled:
+        return Decision("add")
+    scores = {c.id: {"bm25": c.bm25, "overlap": overlap(content, c.source["content"])} for c in candidates}
+    same_kind = [c for c in candidates if c.source.get("kind") == kind]
+    dups = [c for c in same_kind if scores[c.id]["overlap"] >= policy.dup_overlap]
+    if dups:
+        best = max(dups, key=lambda c: (scores[c.id]["overlap"], c.bm25))
+        return Decision("duplicate", (best,), scores)
+    if kind in policy.never_supersede:
+        return Decision("add", (), scores)
+    hits = tuple(c for c in same_kind
+                 if c.bm25 >= policy.min_bm25 and scores[c.id]["overlap"] >= policy.min_overlap)
+    if hits:
+        return Decision("supersede", hits, scores)
+    return Decision("add", (), scores)

@@ -1,0 +1,323 @@
+"""Ranking knobs and the plain-Python reference of the formula the `recall` template computes.
+
+The engine computes, per memory matching the namespace/status/time filters:
+
+    rel = BM25(content) + entity_boost * BM25(entities) + must_not_miss_boost * [evergreen or imp >= floor]
+    rec = 0.5 ** (|now - anchor_at| / half_life(kind))     (1 for evergreen and non-decaying kinds)
+    multiply:  score = rel * rec * (1 + c * imp)                                   (seed 003)
+    blend:     score = sat(rel) * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)
+    weighted:  score = alpha * sat(rel) + beta * rec + gamma * (imp - 1) / 9       (seed 004)
+
+`anchor_at` starts at valid_from and is pulled towards each recall time by `reheat` (painless/
+reheat.painless): anchor' = anchor + rho * (now - anchor). `reference_score` mirrors this exactly;
+tests compare it with the engine's scores.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .errors import ConfigError, InvalidInput
+
+KINDS = ("fact", "preference", "intent", "rule", "event", "note")
+MODES = ("blend", "multiply", "weighted")
+DEFAULT_KIND_HALF_LIVES: Mapping[str, timedelta | None] = MappingProxyType({
+    "intent": timedelta(days=7),
+    "event": timedelta(days=30),
+    "preference": timedelta(days=180),
+    "fact": None,
+    "rule": None,
+})
+
+
+def parse_duration(text: str | timedelta | None) -> timedelta | None:
+    """'7d', '12h', '30m', '90s', '2w' or 'none' -> timedelta (None = never decays)."""
+    if text is None or isinstance(text, timedelta):
+        return text
+    s = str(text).strip().lower()
+    if s in ("none", "off", "inf", "never"):
+        return None
+    units = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+    try:
+        value, unit = float(s[:-1]), s[-1]
+        seconds = value * units[unit]
+    except (ValueError, KeyError, IndexError):
+        raise ConfigError(f"invalid duration {text!r}: use e.g. 7d, 12h, 30m or none") from None
+    if seconds <= 0 or not math.isfinite(seconds):
+        raise ConfigError(f"half-life must be positive, got {text!r}")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(d: timedelta | None) -> str:
+    if d is None:
+        return "none"
+    s = d.total_seconds()
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if s % size == 0:
+            return f"{int(s // size)}{unit}"
+    return f"{s:g}s"
+
+
+@dataclass(frozen=True)
+class RecallParams:
+    """Every ranking knob, carried unchanged from CLI/eval/library to the template."""
+
+    mode: str = "blend"
+    half_life: timedelta | None = timedelta(days=30)
+    kind_half_lives: Mapping[str, timedelta | None] = field(default_factory=lambda: DEFAULT_KIND_HALF_LIVES)
+    c: float = 0.1                 # multiply: importance coefficient
+    w: float = 0.1                 # blend: recency weight
+    k: float = 5.0                 # saturation constant of sat(rel) = rel / (rel + k)
+    alpha: float = 0.5             # weighted
+    beta: float = 0.3
+    gamma: float = 0.2
+    must_not_miss: bool = True
+    importance_floor: float = 8.0
+    must_not_miss_boost: float = 1.0
+    entity_boost: float = 2.0
+    min_importance: float = 1.0
+    window: int = 20
+    mmr: bool = True
+    mmr_lambda: float = 0.7
+    recent_n: int = 0
+    rho: float = 0.5               # reheat: fraction of the gap to `now` an access removes
+    kinds: tuple[str, ...] | None = None
+    include_superseded: bool = False
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
+        for name, d in [("half_life", self.half_life), *self.kind_half_lives.items()]:
+            if d is not None and d.total_seconds() <= 0:
+                raise ConfigError(f"half-life of {name} must be positive, got {d}")
+        for kind in self.kind_half_lives:
+            if kind not in KINDS:
+                raise ConfigError(f"unknown kind {kind!r} in kind_half_lives (known: {', '.join(KINDS)})")
+        if self.kinds is not None:
+            for kind in self.kinds:
+                if kind not in KINDS:
+                    raise InvalidInput(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
+        checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", self.k > 0),
+                  ("c", self.c >= 0), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
+                  ("recent_n", 0 <= self.recent_n <= 100), ("entity_boost", self.entity_boost >= 0),
+                  ("must_not_miss_boost", self.must_not_miss_boost >= 0),
+                  ("alpha/beta/gamma", min(self.alpha, self.beta, self.gamma) >= 0),
+                  ("importance_floor", 1 <= self.importance_floor <= 10),
+                  ("min_importance", 1 <= self.min_importance <= 10)]
+        for name, ok in checks:
+            if not ok:
+                raise ConfigError(f"{name} out of range: {getattr(self, name.split('/')[0])}")
+
+    def with_(self, **changes: Any) -> "RecallParams":
+        return replace(self, **changes)
+
+    def half_life_of(self, kind: str) -> timedelta | None:
+        return self.kind_half_lives[kind] if kind in self.kind_half_lives else self.half_life
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__dataclass_fields__:
+            v = getattr(self, name)
+            if isinstance(v, timedelta) or (v is None and name == "half_life"):
+                v = format_duration(v)
+            elif name == "kind_half_lives":
+                v = {k: format_duration(d) for k, d in v.items()}
+            elif isinstance(v, tuple):
+                v = list(v)
+            out[name] = v
+        return out
+
+
+SETTABLE = {f for f in RecallParams.__dataclass_fields__}
+
+
+def params_from_strings(base: RecallParams, pairs: Mapping[str, str]) -> RecallParams:
+    """Apply `key=value` overrides from the CLI/eval (`half_life=7d`, `mode=multiply`, `hl.intent=3d`)."""
+    changes: dict[str, Any] = {}
+    kind_hl = dict(base.kind_half_lives)
+    for key, raw in pairs.items():
+        if key.startswith("hl."):
+            kind_hl[key[3:]] = parse_duration(raw)
+            continue
+        if key not in SETTABLE or key == "kind_half_lives":
+            raise ConfigError(f"unknown recall parameter {key!r} (known: {', '.join(sorted(SETTABLE))}, hl.<kind>)")
+        current = getattr(base, key)
+        if key == "half_life":
+            changes[key] = parse_duration(raw)
+        elif key == "kinds":
+            changes[key] = tuple(k for k in raw.split("|") if k) or None
+        elif isinstance(current, bool):
+            if raw.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise ConfigError(f"{key} takes true/false, got {raw!r}")
+            changes[key] = raw.lower() in ("true", "1", "yes", "on")
+        elif isinstance(current, int):
+            try:
+                changes[key] = int(raw)
+            except ValueError:
+                raise ConfigError(f"{key} takes an integer, got {raw!r}") from None
+        elif isinstance(current, float):
+            try:
+                changes[key] = float(raw)
+            except ValueError:
+                raise ConfigError(f"{key} takes a number, got {raw!r}") from None
+        else:
+            changes[key] = raw
+    return replace(base, kind_half_lives=MappingProxyType(kind_hl), **changes)
+
+
+# -- time helpers ------------------------------------------------------------------------------
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def iso(t: datetime) -> str:
+    return t.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def epoch_ms(t: datetime) -> int:
+    return int(round(t.timestamp() * 1000))
+
+
+def parse_time(value: str | datetime | int | float) -> datetime:
+    """ISO-8601 (naive = UTC) or epoch milliseconds -> aware datetime; InvalidInput otherwise."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value / 1000, timezone.utc)
+    try:
+        t = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InvalidInput(f"unparseable time {value!r}: use ISO-8601, e.g. 2026-10-08T12:00:00Z") from None
+    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+
+
+# -- template parameters -----------------------------------------------------------------------
+def _kind_filter(kinds: list[str], *, exclude: bool) -> dict[str, Any]:
+    clause: dict[str, Any] = {"must_not": [{"term": {"evergreen": True}}]}
+    if kinds:
+        if exclude:
+            clause["must_not"].append({"terms": {"kind": sorted(kinds)}})
+        else:
+            clause["filter"] = [{"terms": {"kind": sorted(kinds)}}]
+    return {"bool": clause}
+
+
+def decay_partition(params: RecallParams) -> tuple[list[tuple[dict[str, Any], timedelta]], dict[str, Any]]:
+    """Filters that split memories by half-life: [(filter, half_life)] + the never-decaying filter."""
+    own = {k: d for k, d in params.kind_half_lives.items()}
+    decays: list[tuple[dict[str, Any], timedelta]] = []
+    by_hl: dict[timedelta, list[str]] = {}
+    for kind, d in own.items():
+        if d is not None:
+            by_hl.setdefault(d, []).append(kind)
+    for d, kinds in sorted(by_hl.items()):
+        decays.append((_kind_filter(kinds, exclude=False), d))
+    if params.half_life is not None:
+        decays.append((_kind_filter(list(own), exclude=True), params.half_life))
+        flat_kinds = sorted(k for k, d in own.items() if d is None)
+        flat = {"bool": {"should": [{"term": {"evergreen": True}}]
+                         + ([{"terms": {"kind": flat_kinds}}] if flat_kinds else [])}}
+    else:
+        decaying = sorted(k for k, d in own.items() if d is not None)
+        flat = {"bool": {"should": [{"term": {"evergreen": True}}]
+                         + ([{"bool": {"must_not": [{"terms": {"kind": decaying}}]}}] if decaying
+                            else [{"match_all": {}}])}}
+    return decays, flat
+
+
+def template_params(params: RecallParams, *, query: str, namespace: str, size: int, now: datetime,
+                    as_of: datetime | None = None, rel_only: bool = False) -> dict[str, Any]:
+    """The mustache parameters of the `recall` template for one query."""
+    decays, flat = decay_partition(params)
+    if params.mode == "multiply":
+        rec_weight, score_mode, boost_mode = 1.0, "multiply", "multiply"
+        fuse = {"c": params.c}
+    elif params.mode == "blend":
+        rec_weight, score_mode, boost_mode = params.w, "sum", "replace"
+        fuse = {"w": params.w, "k": params.k}
+    else:
+        rec_weight, score_mode, boost_mode = params.beta, "sum", "replace"
+        fuse = {"alpha": params.alpha, "gamma": params.gamma, "k": params.k}
+    out: dict[str, Any] = {
+        "query": query, "namespace": namespace, "size": size, "now": iso(now),
+        "include_superseded": params.include_superseded, "min_importance": params.min_importance,
+        "entity_boost": params.entity_boost, "mode": params.mode, "rec_weight": rec_weight,
+        "score_mode": score_mode, "boost_mode": boost_mode, "fuse_params": json.dumps(fuse),
+        "decays": [{"filter": json.dumps(f), "scale": f"{int(d.total_seconds() * 1000)}ms"} for f, d in decays],
+        "flat_filter": json.dumps(flat),
+    }
+    if params.must_not_miss:
+        out["must_not_miss"] = True
+        out["importance_floor"] = params.importance_floor
+        out["must_not_miss_boost"] = params.must_not_miss_boost
+    if params.kinds:
+        out["kinds_json"] = json.dumps(sorted(params.kinds))
+    if as_of is not None:
+        out["as_of"] = iso(as_of)
+    if rel_only:
+        out["rel_only"] = True
+    return out
+
+
+# -- the reference formula ---------------------------------------------------------------------
+def anchor_ms(doc: Mapping[str, Any]) -> int:
+    a = doc.get("anchor_at")
+    return int(a) if isinstance(a, (int, float)) else epoch_ms(parse_time(a or doc["valid_from"]))
+
+
+def recency(doc: Mapping[str, Any], params: RecallParams, now: datetime) -> float:
+    """0.5 ** (age / half-life), age measured from the reheated anchor; 1 if it never decays."""
+    hl = params.half_life_of(doc.get("kind", "fact"))
+    if doc.get("evergreen") or hl is None:
+        return 1.0
+    age_ms = abs(epoch_ms(now) - anchor_ms(doc))
+    return 0.5 ** (age_ms / (hl.total_seconds() * 1000))
+
+
+def reheat_factor(doc: Mapping[str, Any], params: RecallParams, now: datetime) -> float:
+    """How much reheat raised recency: rec(anchor_at) / rec(valid_from)."""
+    base = recency({**doc, "anchor_at": None}, params, now)
+    return recency(doc, params, now) / base if base > 0 else 1.0
+
+
+def sat(rel: float, k: float) -> float:
+    return rel / (rel + k)
+
+
+def fuse(rel: float, rec: float, importance: float, params: RecallParams) -> float:
+    if params.mode == "multiply":
+        return rel * rec * (1 + params.c * importance)
+    if params.mode == "blend":
+        return sat(rel, params.k) * (1 - params.w) + rec * params.w
+    return params.alpha * sat(rel, params.k) + params.beta * rec + params.gamma * (importance - 1) / 9
+
+
+def reference_score(rel: float, doc: Mapping[str, Any], params: RecallParams, now: datetime) -> float:
+    """The documented formula in plain Python, given the engine's relevance `rel`."""
+    return fuse(rel, recency(doc, params, now), float(doc.get("importance", 1.0)), params)
+
+
+def importance_part(importance: float, params: RecallParams) -> float:
+    """Importance's share of the score: a factor in multiply, a summand in weighted, none in blend."""
+    if params.mode == "multiply":
+        return 1 + params.c * importance
+    if params.mode == "weighted":
+        return params.gamma * (importance - 1) / 9
+    return 0.0
+
+
+def invert_rel(score: float, rec: float, importance: float, params: RecallParams) -> float:
+    """Recover rel from a fused score (the inverse of `fuse`), for explaining a hit."""
+    if params.mode == "multiply":
+        denom = rec * (1 + params.c * importance)
+        return score / denom if denom > 0 else 0.0
+    if params.mode == "blend":
+        s = (score - rec * params.w) / (1 - params.w) if params.w < 1 else 0.0
+    else:
+        s = (score - params.beta * rec - params.gamma * (importance - 1) / 9) / params.alpha if params.alpha else 0.0
+    s = min(max(s, 0.0), 1 - 1e-12)
+    return params.k * s / (1 - s)

@@ -1,0 +1,173 @@
+"""Which real engines the suite runs on: ESMEM_URL -> testcontainers (when Docker answers) -> embedded.
+
+Every engine found is a parameter of the `engine_url` fixture, so the contract suite runs once per
+engine. Each test gets its own prefix (uuid), so tests never touch each other's data or the rest
+of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by .ci/run) a missing engine fails the run.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from esmem import embedded
+from esmem.engine import Engine
+from esmem.errors import EsmemError
+from esmem.install import Names, install
+from esmem.store import MemoryStore
+
+OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.1"
+ELASTICSEARCH_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
+
+
+def _docker_answers() -> bool:
+    if not shutil.which("docker"):
+        return False
+    try:
+        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _container(image: str, env: dict[str, str]):  # pragma: no cover - needs a Docker engine
+    # A generic container for both images: testcontainers' ElasticSearchContainer rejects ES 9.
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+
+    c = DockerContainer(image).with_exposed_ports(9200)
+    for k, v in env.items():
+        c = c.with_env(k, v)
+    c.start()
+    wait_for_logs(c, r"(started|Node '.*' initialized|\"message\":\"started)", timeout=180)
+    url = f"http://{c.get_container_host_ip()}:{c.get_exposed_port(9200)}"
+    deadline = 120
+    import time
+
+    for _ in range(deadline):
+        if embedded.health(url) in ("green", "yellow"):
+            return c, url
+        time.sleep(1)
+    c.stop()
+    raise RuntimeError(f"{image} did not become healthy")
+
+
+class Engines:
+    """Starts (lazily, once) and stops the engines of this run."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, str] = {}
+        self.problems: list[str] = []
+        self._stop: list = []
+        self._home: Path | None = None
+
+    def discover(self) -> None:
+        if os.environ.get("ESMEM_URL"):
+            self.found["url"] = os.environ["ESMEM_URL"]
+            return
+        if _docker_answers():
+            for name, image, env in [
+                ("opensearch", OPENSEARCH_IMAGE, {"discovery.type": "single-node", "DISABLE_SECURITY_PLUGIN": "true",
+                                                  "OPENSEARCH_JAVA_OPTS": "-Xms512m -Xmx512m"}),
+                ("elasticsearch", ELASTICSEARCH_IMAGE, {"discovery.type": "single-node", "xpack.security.enabled": "false",
+                                                        "ES_JAVA_OPTS": "-Xms512m -Xmx512m"}),
+            ]:
+                try:
+                    c, url = _container(image, env)
+                    self._stop.append(c.stop)
+                    self.found[name] = url
+                except Exception as e:  # noqa: BLE001 - reported below, never silently
+                    self.problems.append(f"{name} container: {e}")
+            if self.found:
+                return
+        self._home = Path(tempfile.mkdtemp(prefix="esmem-test-engine-"))
+        try:
+            running = embedded.up(home=self._home)
+            self.found["embedded"] = running.url
+            self._stop.append(lambda: embedded.down(self._home))
+        except EsmemError as e:
+            self.problems.append(f"embedded engine: {e}")
+
+    def stop(self) -> None:
+        for stop in self._stop:
+            stop()
+        if self._home:
+            shutil.rmtree(self._home, ignore_errors=True)
+
+
+_ENGINES = Engines()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _ENGINES.discover()
+    if not _ENGINES.found and os.environ.get("ESMEM_REQUIRE_ENGINE") == "1":
+        raise pytest.UsageError("ESMEM_REQUIRE_ENGINE=1 but no engine is available: " + "; ".join(_ENGINES.problems))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _ENGINES.stop()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return [f"esmem engines: {', '.join(f'{k}={v}' for k, v in _ENGINES.found.items()) or 'none'}"] + \
+        [f"esmem engine problem: {p}" for p in _ENGINES.problems]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # Parametrised here, not at import, because engines are discovered in pytest_configure.
+    if "engine_url" in metafunc.fixturenames:
+        metafunc.parametrize("engine_url", sorted(_ENGINES.found) or ["none"], indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def engine_url(request: pytest.FixtureRequest) -> str:
+    if request.param == "none":
+        if os.environ.get("ESMEM_REQUIRE_ENGINE") == "1":
+            pytest.fail("no engine available: " + "; ".join(_ENGINES.problems))
+        pytest.skip("no engine available (set ESMEM_URL, start Docker, or install Java+Maven)")
+    return _ENGINES.found[request.param]
+
+
+@pytest.fixture(scope="session")
+def engine(engine_url: str) -> Iterator[Engine]:
+    eng = Engine(engine_url)
+    yield eng
+    eng.close()
+
+
+def cleanup(eng: Engine, prefix: str) -> None:
+    """Remove everything installed under a test prefix (and nothing else)."""
+    names = Names(prefix)
+    for row in eng.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
+        eng.request("DELETE", f"/{row['index']}")
+    try:
+        eng.request("DELETE", f"/_index_template/{names.index_template}")
+    except EsmemError:
+        pass
+    scripts = eng.request("GET", "/_cluster/state/metadata", params={"filter_path": "metadata.stored_scripts"})
+    for sid in (scripts.get("metadata", {}).get("stored_scripts") or {}):
+        if sid.startswith(f"{prefix}-"):
+            eng.request("DELETE", f"/_scripts/{sid}")
+
+
+@pytest.fixture
+def prefix(engine: Engine) -> Iterator[str]:
+    p = f"t{uuid.uuid4().hex[:12]}"
+    yield p
+    cleanup(engine, p)
+
+
+@pytest.fixture
+def installed(engine: Engine, prefix: str) -> str:
+    install(engine, prefix)
+    return prefix
+
+
+@pytest.fixture
+def store(engine: Engine, installed: str) -> MemoryStore:
+    return MemoryStore(engine, installed)

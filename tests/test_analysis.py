@@ -1,0 +1,54 @@
+"""The index/search analyzers on the real engine, and the Python mirror's parity with `_analyze`."""
+from __future__ import annotations
+
+import pytest
+
+from esmem.analysis import tokens
+from esmem.engine import Engine
+from esmem.install import Names
+
+
+def analyze(engine: Engine, prefix: str, analyzer: str, text: str) -> list[str]:
+    resp = engine.request("POST", f"/{Names(prefix).alias}/_analyze", {"analyzer": analyzer, "text": text})
+    return [t["token"] for t in resp["tokens"]]
+
+
+def test_exact_tokens_powershell(engine: Engine, installed: str) -> None:
+    text = "PowerShell 命令没有输出"
+    assert analyze(engine, installed, "esmem_index", text) == [
+        "powershel", "命", "命令", "令", "令没", "没", "没有", "有", "有输", "输", "输出", "出"]
+    # query side: bigrams only, so 输出 no longer also counts as 输 + 出 (seed 002's fix)
+    assert analyze(engine, installed, "esmem_search", text) == ["powershel", "命令", "令没", "没有", "有输", "输出"]
+
+
+def test_exact_tokens_english(engine: Engine, installed: str) -> None:
+    text = "I enjoy hiking on weekends"
+    assert analyze(engine, installed, "esmem_index", text) == ["i", "enjoy", "hike", "weekend"]
+    assert analyze(engine, installed, "esmem_search", text) == ["i", "enjoy", "hike", "weekend"]
+
+
+def test_weekend_finds_weekends(engine: Engine, installed: str, store) -> None:
+    store.remember("I enjoy hiking on weekends", "u1")
+    res = store.recall("what do I do at the weekend", "u1", touch=False)
+    assert [r.memory.content for r in res.items] == ["I enjoy hiking on weekends"]
+
+
+CORPUS = [
+    "PowerShell 回显不稳，结果要 Set-Content 写文件再用读工具读回来",
+    "无头 Chrome 截图必须加 --user-data-dir 和绝对输出路径 C:\\tmp\\shot.png",
+    "遇到 HTTP 429 要指数退避 + jitter，最多重试 5 次（Retry-After 优先）",
+    "User's favourite IDE is VS Code; she's learning Rust 1.95 and Go 1.26.",
+    "每天最多发一篇 post，发布时间 09:00 UTC+8；e-mail: ops@example.com",
+    "日本語のテキストとカタカナ、ｶﾀｶﾅ（半角）も混ぜる。한국어 문장도 있다.",
+    "ＦＵＬＬＷＩＤＴＨ letters and numbers １２３ mixed with 中文",
+    "Caroline went to the LGBTQ support group on 7 May 2023 and felt accepted",
+    "don't, can't, won't; U.S.A. v2.0.1 foo_bar baz-qux 3.14159 1,000,000",
+    "emoji 😀 and symbols © ® ™ → should not break 记忆 tokens",
+    "a", "中", "the and of to",
+]
+
+
+@pytest.mark.parametrize("text", CORPUS)
+@pytest.mark.parametrize("analyzer", ["esmem_index", "esmem_search"])
+def test_python_mirror_matches_the_engine(engine: Engine, installed: str, analyzer: str, text: str) -> None:
+    assert tokens(text, query=analyzer == "esmem_search") == analyze(engine, installed, analyzer, text)

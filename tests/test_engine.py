@@ -1,0 +1,100 @@
+"""The engine adapter and the embedded node: detection, refusal of unsupported engines, plugins."""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+from click.testing import CliRunner
+
+from esmem.cli import cli
+from esmem.embedded import free_port
+from esmem.engine import Engine, detect
+from esmem.errors import EngineUnavailable, NotFound, UnsupportedEngine
+
+
+class _FakeRoot(BaseHTTPRequestHandler):
+    """Answers only `GET /`, like an old cluster would: for detection tests, not for ranking."""
+
+    version: dict = {}
+
+    def do_GET(self) -> None:  # noqa: N802
+        body = json.dumps({"version": self.version}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(params=[{"number": "7.17.9"}, {"number": "1.3.14", "distribution": "opensearch"}])
+def old_cluster(request: pytest.FixtureRequest):
+    handler = type("H", (_FakeRoot,), {"version": request.param})
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}", request.param["number"]
+    server.shutdown()
+
+
+def test_detects_the_engine_family_and_version(engine: Engine) -> None:
+    info = detect(engine.url)
+    assert info.family in ("opensearch", "elasticsearch")
+    assert info.major in ((2, 3) if info.family == "opensearch" else (8, 9))
+
+
+def test_every_needed_plugin_is_loaded(engine: Engine) -> None:
+    if engine.info.family != "opensearch":
+        pytest.skip("module list differs on Elasticsearch; the analysis/painless tests cover it")
+    nodes = engine.request("GET", "/_nodes/plugins")["nodes"]
+    loaded = {p["name"] for node in nodes.values() for p in node.get("plugins", []) + node.get("modules", [])}
+    for needed in ("Netty4Plugin", "PainlessPlugin", "MustachePlugin", "CommonAnalysisPlugin", "MapperExtrasPlugin"):
+        assert any(needed in name or needed.lower().removesuffix("plugin") in name.lower() for name in loaded), needed
+
+
+def test_painless_mustache_and_cjk_bigram_work(engine: Engine) -> None:
+    painless = engine.request("POST", "/_scripts/painless/_execute",
+                              {"script": {"source": "params.a * 2 + 1", "params": {"a": 20}}})
+    assert painless["result"] == "41"
+    rendered = engine.request("POST", "/_render/template",
+                              {"source": '{"query": {"match": {"f": "{{q}}"}}}', "params": {"q": 'a "quoted" \\ x'}})
+    assert rendered["template_output"]["query"]["match"]["f"] == 'a "quoted" \\ x'
+    tokens = engine.request("POST", "/_analyze", {"tokenizer": "standard", "filter": ["cjk_bigram"], "text": "记忆库"})
+    assert [t["token"] for t in tokens["tokens"]] == ["记忆", "忆库"]
+
+
+def test_adapter_maps_errors_and_records_requests(engine: Engine) -> None:
+    seen = []
+    eng = Engine(engine.url, recorder=lambda m, p, b, q: seen.append((m, p, b, q)))
+    with pytest.raises(NotFound):
+        eng.request("GET", "/esmem-no-such-index-xyz/_doc/1")
+    assert seen == [("GET", "/esmem-no-such-index-xyz/_doc/1", None, None)]
+
+
+def test_nothing_listening_is_engine_unavailable() -> None:
+    with pytest.raises(EngineUnavailable, match="no engine answers"):
+        detect(f"http://127.0.0.1:{free_port()}")
+
+
+def test_unsupported_engines_are_refused(old_cluster) -> None:
+    url, number = old_cluster
+    with pytest.raises(UnsupportedEngine, match=number.replace(".", r"\.")):
+        Engine(url)
+
+
+def test_cli_install_against_closed_port_exits_2_with_one_line() -> None:
+    res = CliRunner().invoke(cli, ["--url", f"http://127.0.0.1:{free_port()}", "install"])
+    assert res.exit_code == 2
+    assert res.output.count("\n") == 1 and res.output.startswith("error: no engine answers")
+    assert "Traceback" not in res.output
+
+
+def test_cli_install_against_unsupported_engine_exits_2(old_cluster) -> None:
+    url, number = old_cluster
+    res = CliRunner().invoke(cli, ["--url", url, "install"])
+    assert res.exit_code == 2
+    assert res.output.strip() == res.output.strip().splitlines()[0]
+    assert "not supported" in res.output and number in res.output

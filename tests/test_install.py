@@ -1,0 +1,91 @@
+"""install is idempotent, check names drift, rendering is strict about variables."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from esmem.cli import cli
+from esmem.engine import Engine
+from esmem.errors import TemplateRenderError
+from esmem.install import Names, check, current_index, install
+from esmem.templates import render, render_json
+
+
+def test_install_twice_changes_nothing_the_second_time(engine: Engine, prefix: str) -> None:
+    first = install(engine, prefix)
+    assert first.created and not first.updated
+    assert any(name.startswith("index ") for name in first.created)
+    second = install(engine, prefix)
+    assert not second.changed and second.summary() == "nothing to do"
+    assert check(engine, prefix) == []
+
+
+def test_cli_install_reports_counts(engine: Engine, prefix: str) -> None:
+    runner = CliRunner()
+    first = runner.invoke(cli, ["--url", engine.url, "--prefix", prefix, "install"])
+    assert first.exit_code == 0, first.output
+    assert first.output.strip().splitlines()[-1].startswith("9 created, 0 updated")
+    second = runner.invoke(cli, ["--url", engine.url, "--prefix", prefix, "install"])
+    assert second.output.strip().splitlines()[-1].startswith("nothing to do")
+
+
+def test_hand_edited_script_is_drift_and_install_repairs_it(engine: Engine, installed: str) -> None:
+    name = Names(installed).script("fuse_multiply")
+    engine.request("PUT", f"/_scripts/{name}", {"script": {"lang": "painless", "source": "return 42.0;"}})
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "check"])
+    assert res.exit_code == 1
+    assert f"script {name}: content hash" in res.output
+    assert install(engine, installed).updated == [f"script {name}"]
+    assert check(engine, installed) == []
+
+
+def test_hand_edited_mapping_is_drift(engine: Engine, installed: str) -> None:
+    live = current_index(engine, installed)
+    engine.request("PUT", f"/{live}/_mapping", {"properties": {"extra": {"type": "keyword"}}})
+    assert check(engine, installed) == [f"index {live}: live mapping differs from the repo's"]
+
+
+def test_missing_everything_is_drift(engine: Engine, prefix: str) -> None:
+    drift = check(engine, prefix)
+    assert f"index template {prefix}-memories: missing" in drift
+    assert f"index {prefix}-memories: missing" in drift
+
+
+def test_migrate_reindexes_and_swaps_the_alias(engine: Engine, prefix: str, store_factory=None) -> None:
+    install(engine, prefix, shards=1)
+    old = current_index(engine, prefix)
+    engine.request("PUT", f"/{Names(prefix).alias}/_doc/x", {"namespace": "n", "content": "kept", "kind": "fact",
+                                                              "status": "active"}, {"routing": "n", "refresh": "true"})
+    report = install(engine, prefix, shards=2)  # a different template: the index is now stale
+    assert report.notes and "install --migrate" in report.notes[0]
+    migrated = install(engine, prefix, shards=2, migrate=True)
+    new = current_index(engine, prefix)
+    assert new != old and any("migrated" in c for c in migrated.created)
+    doc = engine.request("GET", f"/{Names(prefix).alias}/_doc/x", params={"routing": "n"})
+    assert doc["_source"]["content"] == "kept"
+
+
+def test_unknown_variable_fails_with_the_file_name(tmp_path: Path) -> None:
+    (tmp_path / "t.json.j2").write_text('{"a": [[ a ]]}')
+    with pytest.raises(TemplateRenderError, match=r"t\.json\.j2: unknown template variable\(s\): b"):
+        render("t.json.j2", {"a": 1, "b": 2}, root=tmp_path)
+
+
+def test_missing_variable_fails_with_the_file_name(tmp_path: Path) -> None:
+    (tmp_path / "t.json.j2").write_text('{"a": [[ a ]], "b": [[ b ]]}')
+    with pytest.raises(TemplateRenderError, match=r"t\.json\.j2: missing template variable"):
+        render("t.json.j2", {"a": 1}, root=tmp_path)
+
+
+def test_invalid_json_shows_the_lines_around_it(tmp_path: Path) -> None:
+    (tmp_path / "t.json.j2").write_text('{\n  "a": 1,\n  "b": [[ b ]]\n  "c": 3\n}\n')
+    with pytest.raises(TemplateRenderError) as e:
+        render_json("t.json.j2", {"b": 2}, root=tmp_path)
+    assert "t.json.j2:4" in str(e.value) and '>    4 |   "c": 3' in str(e.value)
+
+
+def test_mustache_braces_are_left_to_mustache(tmp_path: Path) -> None:
+    (tmp_path / "s.mustache.j2").write_text('{"q": "{{query}}", "id": "[[ prefix ]]-x"}')
+    assert render("s.mustache.j2", {"prefix": "p"}, root=tmp_path) == '{"q": "{{query}}", "id": "p-x"}'
