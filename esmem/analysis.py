@@ -103,3 +103,19 @@ def tokens(text: str, *, query: bool = False) -> list[str]:
 def token_set(text: str) -> frozenset[str]:
     """The distinct index tokens of a text: the unit of MMR's Jaccard similarity."""
     return frozenset(tokens(text))
+
+
+def truncate_query(text: str, max_terms: int) -> str:
+    """The longest prefix of `text` whose search tokens number at most `max_terms`.
+
+    A match query builds one clause per token; a 10 KB query would exceed the engine's clause
+    limit (1024), so recall keeps the first terms instead of failing."""
+    count = 0
+    for raw, start, end in _segments(text):
+        token = _normalise(raw)
+        if token in STOP_WORDS:
+            continue
+        count += len(token) if _is_cjk(token) else 1  # a CJK run yields at most one bigram per character
+        if count > max_terms:
+            return text[:start]
+    return text

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import ranking
-from .analysis import token_set
+from .analysis import token_set, truncate_query
 from .engine import Engine
 from .errors import EngineError, InvalidInput, NotFound, VersionConflict
 from .importance import Scorer, rule_scorer, score_batch
@@ -29,6 +29,7 @@ from .ranking import RecallParams, epoch_ms, iso, parse_time, utcnow
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 SOURCES = ("user", "agent", "tool")
 MAX_K = 1000
+MAX_QUERY_TERMS = 400  # per clause; content + entities stay under the engine's 1024-clause limit
 
 
 # -- value types -------------------------------------------------------------------------------
@@ -409,6 +410,7 @@ class MemoryStore:
         now_t = parse_time(now) if now is not None else self.clock()
         as_of_t = parse_time(as_of) if as_of is not None else None
         size = max(k, p.window) if p.mmr else k
+        query = truncate_query(query, MAX_QUERY_TERMS)
         tp = ranking.template_params(p, query=query, namespace=namespace, size=size, now=now_t, as_of=as_of_t)
         header = {"routing": namespace}
         searches: list[Any] = [header, {"id": self.names.script("recall"), "params": tp}]

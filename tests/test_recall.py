@@ -1,0 +1,231 @@
+"""Recall on the real engine: half-life, evergreen, reheat, MMR, importance, recent-N, isolation, bad input."""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from esmem.cli import cli
+from esmem.errors import ConfigError, InvalidInput
+from esmem.merge import MergePolicy
+from esmem.ranking import RecallParams, parse_time
+from esmem.store import MemoryInput, MemoryStore
+
+NOW = parse_time("2026-10-08T12:00:00Z")
+DAY = timedelta(days=1)
+
+
+@pytest.fixture
+def plain(engine, installed) -> MemoryStore:
+    """A store without merge, with a fixed clock, so tests control every memory."""
+    return MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+
+
+def _by_content(res) -> dict[str, object]:
+    return {r.memory.content: r for r in res.items}
+
+
+def test_one_half_life_old_scores_half_and_evergreen_is_not_discounted(plain: MemoryStore) -> None:
+    text = "quarterly planning meeting with the data team"
+    plain.remember_many([
+        MemoryInput(text + " (x1)", "hl", kind="event", importance=5, valid_from=NOW),
+        MemoryInput(text + " (x2)", "hl", kind="event", importance=5, valid_from=NOW - 30 * DAY),
+        MemoryInput(text + " (x3)", "hl", kind="event", importance=5, valid_from=NOW - 30 * DAY, evergreen=True),
+    ])
+    params = RecallParams(mode="multiply", mmr=False, must_not_miss=False)
+    got = _by_content(plain.recall("quarterly planning meeting", "hl", 3, params=params, now=NOW, touch=False))
+    fresh, old, evergreen = (got[text + s] for s in (" (x1)", " (x2)", " (x3)"))
+    assert fresh.rel == pytest.approx(old.rel, rel=1e-6)  # relevance held equal
+    assert old.score / fresh.score == pytest.approx(0.5, rel=1e-4)  # event half-life 30d
+    assert evergreen.score == pytest.approx(fresh.score, rel=1e-4)
+    assert old.recency == pytest.approx(0.5, rel=1e-6) and evergreen.recency == 1.0
+
+
+def test_a_just_recalled_old_memory_outranks_its_twin(plain: MemoryStore) -> None:
+    a, b = plain.remember_many([
+        MemoryInput("booked a table at the ramen place (x1)", "reheat", kind="event", importance=4,
+                    valid_from=NOW - 90 * DAY),
+        MemoryInput("booked a table at the ramen place (x2)", "reheat", kind="event", importance=4,
+                    valid_from=NOW - 90 * DAY),
+    ])
+    params = RecallParams(mode="multiply", mmr=False)
+    before = plain.recall("ramen table", "reheat", 2, params=params, now=NOW, touch=False)
+    assert before.items[0].score == pytest.approx(before.items[1].score, rel=1e-6)
+    plain.touch("reheat", [b.id], NOW - DAY, params.rho)
+    plain.engine.request("POST", f"/{plain.alias}/_refresh")
+    after = plain.recall("ramen table", "reheat", 2, params=params, now=NOW, touch=False)
+    assert after.items[0].memory.id == b.id
+    assert after.items[0].reheat > 1.0 and after.items[1].reheat == pytest.approx(1.0)
+    touched = plain.get("reheat", b.id)
+    assert touched.access_count == 1 and touched.last_accessed_at == NOW - DAY
+
+
+def test_recall_writes_back_access_and_touch_false_is_read_only(plain: MemoryStore) -> None:
+    (m,) = plain.remember_many([MemoryInput("prefers green tea over coffee", "touch", kind="preference")])
+    plain.recall("green tea", "touch", touch=False, now=NOW)
+    assert plain.get("touch", m.id).access_count == 0
+    plain.recall("green tea", "touch", now=NOW)
+    plain.recall("green tea", "touch", now=NOW)
+    got = plain.get("touch", m.id)
+    assert got.access_count == 2 and got.last_accessed_at == NOW
+
+
+def test_mmr_brings_the_different_note_into_the_top_3(plain: MemoryStore) -> None:
+    plain.remember_many([
+        MemoryInput("writing TypeScript backend with Express for REST API", "mmr", kind="note", valid_from=NOW),
+        MemoryInput("building TypeScript backend API using Express framework", "mmr", kind="note", valid_from=NOW),
+        MemoryInput("creating TypeScript REST API service with Express", "mmr", kind="note", valid_from=NOW),
+        MemoryInput("analyzing data with Python TypeScript integration pipeline", "mmr", kind="note", valid_from=NOW),
+    ])
+    query = "TypeScript backend API"
+    plain_top = plain.recall(query, "mmr", 3, params=RecallParams(mmr=False), now=NOW, touch=False)
+    assert all("Express" in r.memory.content for r in plain_top.items)
+    diverse = plain.recall(query, "mmr", 3, params=RecallParams(mmr=True, mmr_lambda=0.6), now=NOW, touch=False)
+    contents = [r.memory.content for r in diverse.items]
+    assert any("Python" in c for c in contents)
+    assert diverse.items[0].memory.id == plain_top.items[0].memory.id  # MMR never changes the top-1
+    assert any(r.mmr_penalty > 0 for r in diverse.items[1:])
+
+
+def test_important_old_memory_reaches_top_3_without_lexical_match(plain: MemoryStore) -> None:
+    plain.remember_many([
+        MemoryInput("allergic to peanuts and seafood", "imp", kind="fact", importance=10, valid_from=NOW - 700 * DAY),
+        MemoryInput("I used to love ordering takeout", "imp", kind="preference", importance=2, valid_from=NOW),
+        MemoryInput("ordered a new mechanical keyboard online", "imp", kind="event", importance=2, valid_from=NOW - DAY),
+        MemoryInput("tonight there is a football game on TV", "imp", kind="event", importance=2, valid_from=NOW),
+        MemoryInput("order of the team standup changed", "imp", kind="event", importance=2, valid_from=NOW - 2 * DAY),
+    ])
+    for mode in ("blend", "multiply", "weighted"):
+        res = plain.recall("order takeout tonight", "imp", 3, params=RecallParams(mode=mode), now=NOW, touch=False)
+        assert "allergic to peanuts and seafood" in [r.memory.content for r in res.items], mode
+
+
+def test_penicillin_reaches_the_doctor(plain: MemoryStore) -> None:
+    plain.remember_many([
+        MemoryInput("allergic to penicillin", "doc", kind="fact", importance=10, valid_from=NOW - 730 * DAY),
+        *[MemoryInput(f"went to the doctor for a checkup number {i}", "doc", kind="event", importance=3,
+                      valid_from=NOW - i * DAY) for i in range(1, 8)],
+    ])
+    res = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False)
+    assert "allergic to penicillin" in [r.memory.content for r in res.items]
+    off = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False,
+                       params=RecallParams(must_not_miss=False))
+    assert "allergic to penicillin" not in [r.memory.content for r in off.items]
+
+
+def test_recent_n_is_chronological_and_deduplicated(plain: MemoryStore) -> None:
+    plain.remember_many([MemoryInput(f"step {i} of the migration runbook", "rec", kind="event",
+                                     valid_from=NOW - (10 - i) * DAY) for i in range(10)]
+                        + [MemoryInput("the migration runbook lives in the wiki", "rec", kind="fact",
+                                       valid_from=NOW - 20 * DAY)])
+    res = plain.recall("runbook wiki", "rec", 1, params=RecallParams(recent_n=3), now=NOW, touch=False)
+    assert res.items[0].memory.content == "the migration runbook lives in the wiki"
+    assert [m.content for m in res.recent] == [f"step {i} of the migration runbook" for i in (7, 8, 9)]
+    res2 = plain.recall("step 9 migration", "rec", 1, params=RecallParams(recent_n=3), now=NOW, touch=False)
+    assert res2.items[0].memory.content == "step 9 of the migration runbook"
+    assert res2.items[0].memory.id not in {m.id for m in res2.recent} and len(res2.recent) == 2
+
+
+def test_explain_gives_per_term_bm25(plain: MemoryStore) -> None:
+    plain.remember_many([
+        MemoryInput("PowerShell 回显不稳，结果要 Set-Content 写文件再读回来", "ex", kind="rule"),
+        MemoryInput("无头 Chrome 截图必须加 user-data-dir 和绝对输出路径", "ex", kind="rule"),
+    ])
+    res = plain.recall("PowerShell 命令没有输出", "ex", 2, now=NOW, touch=False, explain=True)
+    by = _by_content(res)
+    chrome = by["无头 Chrome 截图必须加 user-data-dir 和绝对输出路径"]
+    content_terms = lambda r: {t for t in r.terms if t.startswith("content:")}  # noqa: E731
+    assert content_terms(chrome) == {"content:输出"}  # no unigram double counting
+    ps = by["PowerShell 回显不稳，结果要 Set-Content 写文件再读回来"]
+    assert content_terms(ps) == {"content:powershel"}
+    assert sum(ps.terms.values()) == pytest.approx(ps.rel, rel=1e-4)
+    assert sum(chrome.terms.values()) == pytest.approx(chrome.rel, rel=1e-4)
+    out = CliRunner().invoke(cli, ["--url", plain.engine.url, "--prefix", plain.names.prefix, "explain",
+                                   "PowerShell 命令没有输出", "-n", "ex", "--now", "2026-10-08T12:00:00Z"])
+    assert out.exit_code == 0 and "content:输出=" in out.output and "content:powershel=" in out.output
+
+
+def test_as_of_and_kinds_filters(plain: MemoryStore) -> None:
+    plain.remember_many([
+        MemoryInput("the office wifi password rotates monthly", "flt", kind="fact", valid_from=NOW - 10 * DAY),
+        MemoryInput("wants to change the wifi router soon", "flt", kind="intent", valid_from=NOW - DAY),
+    ])
+    assert [r.memory.kind for r in plain.recall("wifi", "flt", 5, now=NOW, touch=False,
+                                               params=RecallParams(kinds=("intent",))).items] == ["intent"]
+    past = plain.recall("wifi", "flt", 5, now=NOW, as_of=NOW - 5 * DAY, touch=False)
+    assert [r.memory.kind for r in past.items] == ["fact"]
+
+
+QUERIES = st.one_of(
+    st.text(min_size=1, max_size=60).filter(lambda s: s.strip()),
+    st.sampled_from(['{{namespace}}', '}}{{#must_not_miss}}', '" OR namespace:*', 'ns-b\\" }', '{"term": {"namespace": "ns-b"}}',
+                     'secret* OR secret:*', '\\\\', '"}}]}}', 'secret ' * 1500, '*:*', 'namespace:ns-b AND secret']),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=QUERIES)
+def test_a_namespace_never_sees_another(plain: MemoryStore, query: str) -> None:
+    if not hasattr(plain, "_seeded"):
+        plain.remember_many([MemoryInput("secret of namespace b: {{namespace}} OR * \" \\ 1", "ns-b", kind="fact",
+                                         importance=10, evergreen=True),
+                             MemoryInput("public note of namespace a", "ns-a", kind="fact", importance=9)])
+        plain._seeded = True  # type: ignore[attr-defined]
+    res = plain.recall(query, "ns-a", 10, now=NOW, touch=False)
+    assert {r.memory.namespace for r in res.items} <= {"ns-a"}
+
+
+def test_template_without_namespace_returns_nothing(plain: MemoryStore) -> None:
+    plain.remember_many([MemoryInput("anything at all", "x", kind="fact", importance=10, evergreen=True)])
+    params = {"query": "anything", "size": 10, "now": "2026-10-08T12:00:00Z", "mode": "blend", "rec_weight": 0.1,
+              "score_mode": "sum", "boost_mode": "replace", "fuse_params": json.dumps({"w": 0.1, "k": 5}),
+              "decays": [], "flat_filter": '{"match_all": {}}', "min_importance": 1, "entity_boost": 1,
+              "must_not_miss": True, "importance_floor": 8, "must_not_miss_boost": 1}
+    resp = plain.engine.request("POST", f"/{plain.alias}/_search/template",
+                                {"id": plain.names.script("recall"), "params": params})
+    assert resp["hits"]["hits"] == []
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"query": "   "}, "query is empty"),
+    ({"query": ""}, "query is empty"),
+    ({"namespace": ""}, "invalid namespace"),
+    ({"namespace": None}, "invalid namespace"),
+    ({"namespace": "a b"}, "invalid namespace"),
+    ({"k": 0}, "k must be"),
+    ({"k": 1001}, "k must be"),
+    ({"params": "kinds"}, "unknown kind"),
+])
+def test_bad_recall_input_is_a_typed_error(plain: MemoryStore, kwargs: dict, message: str) -> None:
+    call = {"query": "tea", "namespace": "ok", "k": 5, **kwargs}
+    if call.get("params") == "kinds":
+        with pytest.raises(InvalidInput, match=message):
+            RecallParams(kinds=("gossip",))
+        return
+    with pytest.raises(InvalidInput, match=message):
+        plain.recall(call["query"], call["namespace"], call["k"])
+
+
+def test_bad_remember_input_is_a_typed_error_and_nothing_is_written(plain: MemoryStore) -> None:
+    plain.remember_many([MemoryInput("kept", "bad", kind="fact")])
+    for kwargs in ({"kind": "gossip"}, {"importance": 0}, {"importance": 11}, {"importance": True}):
+        with pytest.raises(InvalidInput):
+            plain.remember("x", "bad", **kwargs)
+    with pytest.raises(ConfigError):
+        RecallParams(half_life=timedelta(0))
+    assert plain.count("bad") == 1
+
+
+@pytest.mark.parametrize("args", [
+    ["recall", "", "-n", "x"], ["recall", "tea", "-n", "bad space"], ["recall", "tea", "-n", "x", "-k", "0"],
+    ["recall", "tea", "-n", "x", "--set", "half_life=-1d"], ["recall", "tea", "-n", "x", "--set", "kinds=gossip"],
+    ["remember", "x", "-n", "x", "--importance", "11"], ["remember", "x", "-n", "x", "--kind", "gossip"],
+])
+def test_cli_bad_input_exits_2_with_one_line(plain: MemoryStore, args: list[str]) -> None:
+    res = CliRunner().invoke(cli, ["--url", plain.engine.url, "--prefix", plain.names.prefix, *args])
+    assert res.exit_code == 2, res.output
+    assert len(res.output.strip().splitlines()) == 1 and res.output.startswith("error: ")
