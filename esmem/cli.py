@@ -272,6 +272,118 @@ def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: 
     click.echo(f"{m.id} is {m.status} again")
 
 
+# -- eval --------------------------------------------------------------------------------------
+METRIC_COLUMNS = ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1", "saving", "p50_ms", "p95_ms")
+
+
+def _metric_row(m: dict[str, float]) -> list[str]:
+    pct = {"p@1", "r@3", "r@5", "r@10", "stale@1", "saving"}
+    return [f"{m[c] * 100:.1f}%" if c in pct else f"{m[c]:.3f}" if c in ("mrr", "ndcg@5") else f"{m[c]:.1f}"
+            for c in METRIC_COLUMNS]
+
+
+@cli.command("eval")
+@click.argument("dataset", required=False, type=click.Path(path_type=Path))
+@click.option("--locomo", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Evaluate LoCoMo conversations from this folder (esmem vs the bm25 baseline).")
+@click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--set", "sets", multiple=True, help="Override a recall or merge parameter: key=value.")
+@click.option("--sweep", default=None, help="key=v1,v2,...: one row per value.")
+@click.option("--baseline", type=click.Choice(["recency", "bm25"]), default=None)
+@click.option("--no-merge", is_flag=True, help="Ingest without supersede-merge.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
+@click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
+@click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
+@click.pass_context
+def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
+          sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
+          misses: bool) -> None:
+    """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
+    from . import evaluate as ev
+    from .merge import MergePolicy
+
+    if (dataset is None) == (locomo is None):
+        fail("give either a DATASET file or --locomo DIR")
+    data = ev.locomo_dataset(locomo) if locomo else ev.load_dataset(dataset)
+    recall_pairs, merge_pairs = ev.split_overrides(_pairs(sets))
+    if no_merge:
+        merge_pairs["enabled"] = False
+    base = ev.RunConfig(params_from_strings(RecallParams(), recall_pairs), MergePolicy(**merge_pairs), k, baseline)
+    runs: list[tuple[str, ev.RunConfig]] = []
+    if sweep:
+        key, _, values = sweep.partition("=")
+        if not values:
+            fail("--sweep takes key=v1,v2,...")
+        for v in values.split(","):
+            r_pairs, m_pairs = ev.split_overrides({key.strip(): v.strip()})
+            runs.append((f"{key}={v}", ev.RunConfig(params_from_strings(base.params, r_pairs),
+                                                     MergePolicy(**{**base.merge.__dict__, **m_pairs}), k, baseline)))
+    elif locomo and not baseline:
+        runs = [("esmem", base), ("bm25 baseline", ev.RunConfig(base.params, base.merge, k, "bm25"))]
+    else:
+        runs = [(baseline or "esmem", base)]
+    evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval")
+    results = []
+    try:
+        from rich.progress import Progress
+
+        with Progress(console=err, transient=True) as bar:
+            for label, cfg in runs:
+                task = bar.add_task(label, total=len(data.queries))
+                outcomes = evaluation.run(cfg, explain_misses=misses and not as_json,
+                                          progress=lambda: bar.advance(task))
+                results.append((label, cfg, ev.report(outcomes), ev.misses(outcomes, data)))
+    finally:
+        evaluation.close()
+    if as_json:
+        if len(results) == 1:
+            label, cfg, rep, _ = results[0]
+            click.echo(json.dumps({**rep, "config": cfg.as_dict()}, ensure_ascii=False))
+        else:
+            click.echo(json.dumps({"runs": [{"label": label, **rep, "config": cfg.as_dict()}
+                                            for label, cfg, rep, _ in results]}, ensure_ascii=False))
+        return
+    table = Table(title=f"{'LoCoMo' if locomo else dataset} (k={k})")
+    for col in ("run", "group", "n", *METRIC_COLUMNS):
+        table.add_column(col, justify="right")
+    for label, _, rep, _ in results:
+        for group, m in [("overall", rep["overall"]), *rep["groups"].items()]:
+            table.add_row(label, group, f"{m['queries']:.0f}", *_metric_row(m))
+    out.print(table)
+    if misses:
+        for label, _, _, missed in results[:1] if not sweep else []:
+            for miss in missed:
+                out.print(f"miss {miss['query']} [{miss['group']}] {miss['text']!r}: gold {list(miss['gold'])} "
+                          f"at rank {miss['gold_rank'] or '-'}; top-1 {miss['top1']} {miss['top1_content']!r}")
+                if miss["top1_terms"]:
+                    out.print("     top-1 terms: " + "  ".join(f"{t}={v:.2f}" for t, v in miss["top1_terms"].items()))
+    if plot:
+        _plot_sweep(plot, [(label, rep) for label, _, rep, _ in results])
+        err.print(f"wrote {plot}")
+
+
+def _plot_sweep(path: Path, rows: list[tuple[str, dict[str, Any]]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [label.split("=", 1)[-1] for label, _ in rows]
+    groups = sorted({g for _, rep in rows for g in rep["groups"]})
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for g in groups:
+        ax.plot(labels, [rep["groups"].get(g, {}).get("p@1", float("nan")) * 100 for _, rep in rows],
+                marker="o", label=f"P@1 {g}")
+    ax.plot(labels, [rep["overall"]["stale@1"] * 100 for _, rep in rows], linestyle="--", label="stale@1")
+    ax.set_xlabel(rows[0][0].split("=", 1)[0] if rows else "")
+    ax.set_ylabel("%")
+    ax.set_ylim(-5, 105)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
     cli(prog_name="esmem")
 

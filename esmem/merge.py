@@ -4,14 +4,17 @@ Seed 002: decay cannot fix "the same thing said twice" without hurting everythin
 write time can. A candidate comes from the `lookup` template (BM25 of the new content against the
 namespace's active memories, same analysis as recall). The decision:
 
-- duplicate  : same kind and token Jaccard >= dup_overlap  -> nothing new is indexed; the old memory
+- duplicate  : same kind and token Jaccard >= dup_overlap -> nothing new is indexed; the old memory
                is reinforced (importance = max, restated_count + 1, recency anchor moved to the new time)
 - supersede  : same kind, BM25 >= min_bm25 and token overlap >= min_overlap -> the new memory is
                indexed active with `supersedes`, the old one becomes superseded (never deleted)
 - add        : anything else
 
-Token overlap is the Jaccard of the two memories' search-analyzer token sets (CJK bigrams, stemmed
-words). Kinds listed in `never_supersede` (events: two similar happenings are both true) are only
+Both measures use the two memories' search-analyzer token sets (CJK bigrams, stemmed words).
+"Overlap" is the overlap coefficient |A & B| / min(|A|, |B|): an update restates most of the old
+terms and adds or changes details, which Jaccard punishes for the added words (on the rule-store
+dataset true updates score 0.68-0.77 with it, unrelated rules at most 0.14; Jaccard gave 0.41-0.56
+vs 0.07). Jaccard, symmetric and strict, decides pure restatements. Kinds listed in `never_supersede` (events: two similar happenings are both true) are only
 ever de-duplicated, not superseded.
 """
 from __future__ import annotations
@@ -57,23 +60,32 @@ class Decision:
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # id -> {bm25, overlap}
 
 
+def _sets(a: str, b: str) -> tuple[set[str], set[str]]:
+    return set(tokens(a, query=True)), set(tokens(b, query=True))
+
+
 def overlap(a: str, b: str) -> float:
+    """Overlap coefficient of search-analyzer token sets."""
+    ta, tb = _sets(a, b)
+    return len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
+
+
+def jaccard(a: str, b: str) -> float:
     """Jaccard of search-analyzer token sets."""
-    ta, tb = set(tokens(a, query=True)), set(tokens(b, query=True))
-    if not ta or not tb:
-        return 0.0
-    return len(ta & tb) / len(ta | tb)
+    ta, tb = _sets(a, b)
+    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy) -> Decision:
     """Pure decision over the lookup's candidates (already same namespace, active, same kind)."""
     if not policy.enabled:
         return Decision("add")
-    scores = {c.id: {"bm25": c.bm25, "overlap": overlap(content, c.source["content"])} for c in candidates}
+    scores = {c.id: {"bm25": c.bm25, "overlap": overlap(content, c.source["content"]),
+                     "jaccard": jaccard(content, c.source["content"])} for c in candidates}
     same_kind = [c for c in candidates if c.source.get("kind") == kind]
-    dups = [c for c in same_kind if scores[c.id]["overlap"] >= policy.dup_overlap]
+    dups = [c for c in same_kind if scores[c.id]["jaccard"] >= policy.dup_overlap]
     if dups:
-        best = max(dups, key=lambda c: (scores[c.id]["overlap"], c.bm25))
+        best = max(dups, key=lambda c: (scores[c.id]["jaccard"], c.bm25))
         return Decision("duplicate", (best,), scores)
     if kind in policy.never_supersede:
         return Decision("add", (), scores)

@@ -2,7 +2,8 @@
 
 The engine computes, per memory matching the namespace/status/time filters:
 
-    rel = BM25(content) + entity_boost * BM25(entities) + must_not_miss_boost * [evergreen or imp >= floor]
+    rel = BM25(content) + entity_boost * BM25(entities), or, for an evergreen or important memory
+          (imp >= floor) with no lexical match, the constant must_not_miss_boost
     rec = 0.5 ** (|now - anchor_at| / half_life(kind))     (1 for evergreen and non-decaying kinds)
     multiply:  score = rel * rec * (1 + c * imp)                                   (seed 003)
     blend:     score = sat(rel) * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)
@@ -136,14 +137,20 @@ SETTABLE = {f for f in RecallParams.__dataclass_fields__}
 
 
 def params_from_strings(base: RecallParams, pairs: Mapping[str, str]) -> RecallParams:
-    """Apply `key=value` overrides from the CLI/eval (`half_life=7d`, `mode=multiply`, `hl.intent=3d`)."""
+    """Apply `key=value` overrides from the CLI/eval (`half_life=7d`, `mode=multiply`, `hl.intent=3d`,
+    `kind_half_lives=none` for one half-life for every kind)."""
     changes: dict[str, Any] = {}
     kind_hl = dict(base.kind_half_lives)
     for key, raw in pairs.items():
         if key.startswith("hl."):
             kind_hl[key[3:]] = parse_duration(raw)
             continue
-        if key not in SETTABLE or key == "kind_half_lives":
+        if key == "kind_half_lives":  # only "none": drop every per-kind half-life (uniform decay)
+            if raw.strip().lower() not in ("none", ""):
+                raise ConfigError("kind_half_lives can only be set to none here; use hl.<kind>=<duration>")
+            kind_hl = {}
+            continue
+        if key not in SETTABLE:
             raise ConfigError(f"unknown recall parameter {key!r} (known: {', '.join(sorted(SETTABLE))}, hl.<kind>)")
         current = getattr(base, key)
         if key == "half_life":

@@ -280,7 +280,7 @@ class MemoryStore:
         while end < len(docs) and end - start < batch_size:
             d = docs[end]
             key = (d["namespace"], d["kind"])
-            if end > start and any(overlap(d["content"], prev) >= min(self.merge.min_overlap, self.merge.dup_overlap)
+            if end > start and any(overlap(d["content"], prev) >= self.merge.min_overlap
                                    for prev in seen[key]):
                 break
             seen[key].append(d["content"])

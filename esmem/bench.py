@@ -1,0 +1,252 @@
+"""Benchmark: a seeded synthetic corpus and the four recall paths measured side by side.
+
+Why synthetic: a real agent-memory corpus with many tenants is private; what matters for latency
+is its shape, which the generator reproduces: Zipf-sized namespaces (a few busy agents, a long
+tail), short mixed Chinese/English memories built from topic and tech vocabularies, ~10%
+restatements (exact repeats and one-slot updates, what supersede-merge exists for), importance
+skewed low, valid_from over two years.
+
+Paths, measured in one run on the same corpus and the same queries, interleaved per query:
+  (a) plain BM25 `match` + namespace filter: the floor any engine-side recall pays;
+  (b) the stored `recall` template alone (decay + fusion inside the engine);
+  (c) `MemoryStore.recall` end to end (template + recent-N + MMR + reheat write-back);
+  (d) the naive loop: fetch every memory of the namespace and score it in Python (Generative
+      Agents: min-max normalised relevance + recency + importance), to show where it breaks.
+"""
+from __future__ import annotations
+
+import math
+import random
+import re
+import statistics
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from . import ranking
+from .analysis import tokens
+from .engine import Engine
+from .errors import EsmemError
+from .install import Names, install
+from .merge import MergePolicy
+from .ranking import KINDS, RecallParams, utcnow
+from .store import MemoryInput, MemoryStore
+
+# -- vocabulary --------------------------------------------------------------------------------
+TOPICS_ZH = ("数据库", "缓存", "部署", "监控", "告警", "日志", "权限", "支付", "订单", "搜索", "推荐", "报表",
+             "备份", "迁移", "测试", "发布", "回滚", "性能", "安全", "网关", "消息队列", "调度", "容器", "集群",
+             "索引", "接口", "前端", "后端", "小程序", "客服", "会议", "周报", "预算", "合同", "出差", "面试",
+             "招聘", "培训", "文档", "代码评审", "需求", "排期", "版本", "用户画像", "风控", "计费", "埋点",
+             "灰度", "压测", "容灾", "账单", "工单", "知识库", "权重", "召回", "排序", "标注", "模型训练")
+TOPICS_EN = ("billing", "search", "auth", "payments", "analytics", "onboarding", "notifications", "logging",
+             "caching", "checkout", "inventory", "reporting", "scheduling", "recommendations", "messaging",
+             "ingestion", "metrics", "alerting", "backups", "migrations", "pricing", "invoicing", "ranking",
+             "retrieval", "feature flags", "rate limiting", "sessions", "webhooks", "exports", "audit logs")
+TECH = ("Kubernetes", "Docker", "PostgreSQL", "Redis", "Kafka", "Elasticsearch", "OpenSearch", "Python", "Rust",
+        "Go", "TypeScript", "React", "Vue", "Terraform", "Ansible", "Grafana", "Prometheus", "Nginx", "gRPC",
+        "GraphQL", "Jenkins", "GitHub Actions", "S3", "Lambda", "BigQuery", "Spark", "Airflow", "dbt", "pandas",
+        "PyTorch", "vLLM", "LangChain", "FAISS", "OAuth", "JWT", "MySQL", "MongoDB", "ClickHouse", "Snowflake",
+        "Helm", "Istio", "Envoy", "Celery", "FastAPI", "Django", "Flask", "pytest", "Vite", "Node.js", "RabbitMQ",
+        "etcd", "Consul", "Vault", "Sentry", "Datadog", "Cassandra", "DuckDB", "Polars", "Ray", "MLflow")
+PEOPLE = ("张伟", "李娜", "王芳", "刘洋", "陈静", "杨帆", "赵磊", "黄敏", "周杰", "吴昊", "孙悦", "郭强",
+          "Alice", "Bob", "Carol", "Dave", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy", "Mallory", "Trent")
+PROJECTS = ("phoenix", "atlas", "hermes", "orion", "nebula", "aurora", "titan", "zephyr", "北极星", "青龙", "天枢", "凤凰")
+TOOLS = ("Slack", "飞书", "钉钉", "Notion", "Jira", "Confluence", "企业微信", "email")
+DAYS_ZH = ("周一", "周二", "周三", "周四", "周五", "周末", "月底", "下周")
+DAYS_EN = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "the weekend", "end of month", "next sprint")
+TIMES_ZH = ("上午", "中午", "下午", "晚上")
+CITIES = ("北京", "上海", "深圳", "杭州", "成都", "Singapore", "Berlin", "Tokyo", "Seattle", "London")
+FOODS = ("火锅", "拉面", "咖啡", "奶茶", "寿司", "沙拉", "饺子", "烧烤", "素食", "川菜")
+NUMS = ("3", "5", "7", "10", "14", "15", "20", "30", "45", "90")
+
+VERBS_ZH = ("处理", "维护", "优化", "重构", "排查", "评估", "监控", "接入", "扩容", "下线")
+VERBS_EN = ("debugging", "scaling", "refactoring", "monitoring", "migrating", "testing", "profiling", "securing")
+WHEN_ZH = ("工作日", "节假日", "凌晨", "高峰期", "发版周", "季度末", "晚上十点后", "周会前")
+WHEN_EN = ("business hours", "peak traffic", "a freeze", "release week", "quarter close", "on-call handover")
+
+# Templates per kind, mostly slots so that two different memories rarely share half their tokens
+# (supersede-merge would fold them); every slot is a vocabulary word, so restatements can change one.
+TEMPLATES: Mapping[str, tuple[str, ...]] = {
+    "preference": (
+        "喜欢用 {tech} {verb}{topic}，不喜欢 {tech2}",
+        "Prefers {tech} to {tech2} for {topic_en}",
+        "{person} {time}才看{topic}消息，用 {tool}",
+        "Likes {tech} snippets on {topic_en}, {topic2}",
+        "最喜欢{food}，{day}{time}常和 {person} 去{city}",
+    ),
+    "fact": (
+        "{person} 负责{topic}{verb}，技术栈 {tech} + {tech2}",
+        "The {topic_en} service runs on {tech} in {city}, owned by {person}",
+        "{project} 的{topic}数据在 {tech}，保留 {num} 天",
+        "{person} uses {tech} for {topic_en}, on-call with {person2}",
+        "{topic}从 {tech2} 迁到 {tech}，{person} 牵头",
+    ),
+    "rule": (
+        "{when}上线{topic}前必须跑 {tech} {verb}",
+        "Never {verb_en} {topic_en} on {tech} in {when_en}",
+        "{topic}告警找 {person}，{when}找 {person2}",
+        "Always keep {project} {topic_en} secrets in {tech}, not {tech2}",
+        "别跟{person}提{topic}和 {tech}",
+    ),
+    "intent": (
+        "打算{day}把{topic}升级到 {tech}",
+        "Plans to evaluate {tech} for {topic_en} in {project}",
+        "{person} 想在{day}前完成{topic}的{verb}方案",
+        "Wants to learn {tech} for {verb_en} {topic_en}",
+    ),
+    "event": (
+        "{day}和 {person} 讨论了{topic}，决定用 {tech}",
+        "{tech} outage hit {topic_en} in {city}",
+        "{person} 在{city}出差，{day}{time}回来",
+        "Deployed {project} {topic_en} on {tech} {day_en}",
+        "{topic}周报发给 {person}，{day}评审{topic2}",
+    ),
+    "note": (
+        "{topic}文档在 {tool}/{project}",
+        "{tech} {topic_en} config: {project}, ask {person}",
+        "{person} 推荐了{topic}和 {tech} 的书",
+        "{tech} 做{topic}比 {tech2} 快 {num}%",
+    ),
+}
+ISSUES_ZH = ("太慢", "不稳定", "成本高", "有漏洞", "延迟高", "文档少", "难调试", "内存泄漏")
+ISSUES_EN = ("was too slow", "kept failing", "costs too much", "had a CVE", "lost data", "was flaky")
+# 0-2 detail clauses follow the core sentence, in its language: real memories carry context, and
+# it keeps two memories of one template from sharing most of their tokens.
+DETAILS_ZH = ("，因为{topic3}{issue}", "，{who} 也同意", "，见 {tool2} 里的讨论", "，{city2}那边先试",
+              "，和 {tech3} 有关", "，{day3}再确认", "，记得提醒 {who}", "，{topic3}那边等结果")
+DETAILS_EN = (", because {topic_en3} {issue_en}", ", {who} agreed", ", see the {tool2} thread",
+              ", starting in {city2}", ", related to {tech3}", ", confirm by {day_en3}", ", remind {who}")
+SLOTS: Mapping[str, Sequence[str]] = {
+    "topic": TOPICS_ZH, "topic2": TOPICS_ZH, "topic3": TOPICS_ZH, "topic_en": TOPICS_EN, "topic_en3": TOPICS_EN,
+    "tech": TECH, "tech2": TECH, "tech3": TECH, "person": PEOPLE, "person2": PEOPLE, "who": PEOPLE,
+    "project": PROJECTS, "tool": TOOLS, "tool2": TOOLS, "day": DAYS_ZH, "day3": DAYS_ZH, "day_en": DAYS_EN,
+    "day_en3": DAYS_EN, "time": TIMES_ZH, "city": CITIES, "city2": CITIES, "food": FOODS, "num": NUMS,
+    "verb": VERBS_ZH, "verb_en": VERBS_EN, "when": WHEN_ZH, "when_en": WHEN_EN, "issue": ISSUES_ZH,
+    "issue_en": ISSUES_EN,
+}
+QUERY_SLOTS = ("topic", "topic2", "topic3", "topic_en", "topic_en3", "tech", "tech2", "tech3", "person", "who",
+               "project", "food", "city")
+# Importance skewed low, like real memories: most are mundane, few are critical.
+IMPORTANCE_WEIGHTS = (5, 10, 18, 18, 14, 11, 9, 7, 5, 3)
+KIND_WEIGHTS: Mapping[str, int] = {"fact": 30, "preference": 20, "event": 20, "rule": 10, "intent": 10, "note": 10}
+
+
+# -- corpus ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Synthetic:
+    """One generated memory, with the slot words it was built from (queries draw from them)."""
+
+    memory: MemoryInput
+    terms: tuple[str, ...]
+    restates: int | None = None  # index of the memory it restates
+
+
+@dataclass(frozen=True)
+class Corpus:
+    items: tuple[Synthetic, ...]
+    sizes: tuple[int, ...]  # memories per namespace, namespaces[i] has sizes[i]
+    namespaces: tuple[str, ...]
+    seed: int
+
+    def inputs(self) -> list[MemoryInput]:
+        return [s.memory for s in self.items]
+
+
+def zipf_sizes(n: int, m: int, s: float = 1.0) -> list[int]:
+    """n split over m namespaces proportionally to 1/rank^s, every namespace >= 1, sum exactly n."""
+    if not 1 <= m <= n:
+        raise ValueError(f"need 1 <= namespaces <= memories, got {m} namespaces for {n} memories")
+    weights = [1 / (r + 1) ** s for r in range(m)]
+    total = sum(weights)
+    spare = n - m  # one memory each first, the rest by weight (largest remainder)
+    raw = [spare * w / total for w in weights]
+    sizes = [1 + int(x) for x in raw]
+    by_remainder = sorted(range(m), key=lambda i: (-(raw[i] - int(raw[i])), i))
+    for i in by_remainder[: n - sum(sizes)]:
+        sizes[i] += 1
+    return sizes
+
+
+_SLOT = re.compile(r"\{\w+\}")
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def _compose(rng: random.Random, core: str) -> str:
+    """A core template plus 0-2 distinct detail clauses in the core's language."""
+    pool = DETAILS_ZH if _HAN.search(_SLOT.sub("", core)) else DETAILS_EN
+    return core + "".join(rng.sample(pool, rng.choices((0, 1, 2), (3, 5, 2))[0]))
+
+
+def generate(n: int, m: int, seed: int = 0, *, now: datetime | None = None, restate: float = 0.1,
+             progress: Callable[[int], None] | None = None) -> Corpus:
+    """n memories over m namespaces in chronological order; deterministic for (n, m, seed, now)."""
+    rng = random.Random(seed)
+    now = now or utcnow().replace(hour=0, minute=0, second=0, microsecond=0)
+    sizes = zipf_sizes(n, m)
+    namespaces = tuple(f"agent-{i:04d}" for i in range(m))
+    owners = [ns for ns, size in zip(namespaces, sizes) for _ in range(size)]
+    rng.shuffle(owners)
+    span_ms = int(timedelta(days=730).total_seconds() * 1000)
+    offsets = sorted(rng.randrange(span_ms) for _ in range(n))
+    kinds, kind_weights = list(KIND_WEIGHTS), list(KIND_WEIGHTS.values())
+    built: list[tuple[str, str, dict[str, str]]] = []  # (kind, template, slots) per memory
+    by_ns: dict[str, list[int]] = {}
+    items: list[Synthetic] = []
+    for i, (ns, offset) in enumerate(zip(owners, offsets)):
+        earlier = by_ns.setdefault(ns, [])
+        restates = rng.choice(earlier) if earlier and rng.random() < restate else None
+        if restates is not None:
+            kind, template, slots = built[restates]
+            slots = dict(slots)
+            if rng.random() < 0.5:  # an update: one slot changes (supersede); else an exact repeat
+                name = rng.choice(sorted(slots))
+                slots[name] = rng.choice(SLOTS[name])
+        else:
+            kind = rng.choices(kinds, kind_weights)[0]
+            template = _compose(rng, rng.choice(TEMPLATES[kind]))
+            slots = {name: rng.choice(SLOTS[name]) for name in SLOTS if "{" + name + "}" in template}
+        built.append((kind, template, slots))
+        earlier.append(i)
+        importance = min(10, rng.choices(range(1, 11), IMPORTANCE_WEIGHTS)[0] + (2 if kind == "rule" else 0))
+        entities = tuple(sorted({slots[k] for k in ("person", "project") if k in slots}))
+        memory = MemoryInput(
+            content=template.format(**slots), namespace=ns, kind=kind, importance=float(importance),
+            valid_from=now - timedelta(milliseconds=span_ms - offset), entities=entities,
+            source=rng.choice(("user", "user", "agent", "tool")), evergreen=kind == "rule" and rng.random() < 0.1)
+        terms = tuple(slots[k] for k in QUERY_SLOTS if k in slots)
+        items.append(Synthetic(memory, terms, restates))
+        if progress and (i + 1) % 1000 == 0:
+            progress(1000)
+    if progress:
+        progress(n % 1000)
+    return Corpus(tuple(items), tuple(sizes), namespaces, seed)
+
+
+@dataclass(frozen=True)
+class Query:
+    namespace: str
+    text: str
+
+
+def make_queries(corpus: Corpus, count: int, seed: int = 0, *, namespace: str | None = None) -> list[Query]:
+    """Queries from the corpus vocabulary: 1-3 slot words of a memory of the queried namespace
+    (namespace picked in proportion to its size: busy agents also recall more), now and then a
+    word from the whole vocabulary that may not occur in that namespace at all."""
+    rng = random.Random(f"queries:{seed}:{namespace}")
+    by_ns: dict[str, list[Synthetic]] = {}
+    for item in corpus.items:
+        by_ns.setdefault(item.memory.namespace, []).append(item)
+    out = []
+    for _ in range(count):
+        ns = namespace or rng.choices(corpus.namespaces, corpus.sizes)[0]
+        source = rng.choice(by_ns[ns])
+        words = rng.sample(source.terms, min(len(source.terms), rng.randint(1, 3)))
+        if rng.random() < 0.2:
+            words.append(rng.choice(SLOTS[rng.choice(QUERY_SLOTS)]))
+        out.append(Query(ns, " ".join(words)))
+    return out
