@@ -250,6 +250,29 @@ def explain(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[
         print_result(res, explain=True)
 
 
+@cli.command("import")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("-n", "--namespace", default="default", show_default=True, help="For lines without one.")
+@click.option("--no-merge", is_flag=True, help="Index every line, no supersede-merge.")
+@click.option("--dry-run", is_flag=True, help="Decide without writing.")
+@click.pass_context
+def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool) -> None:
+    """Import memories from JSONL in file order (merge decisions batched with _msearch)."""
+    from rich.progress import Progress
+
+    from .merge import MergePolicy
+    from .store import read_jsonl
+
+    items = read_jsonl(str(file), namespace)
+    store = MemoryStore(_engine(ctx), ctx.obj["prefix"], merge=MergePolicy(enabled=not no_merge))
+    with Progress(console=err, transient=True) as bar:
+        task = bar.add_task(f"importing {file.name}", total=len(items))
+        results = store.remember_many(items, dry_run=dry_run, progress=lambda n: bar.advance(task, n))
+    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate")}
+    click.echo(f"{'(dry run) ' if dry_run else ''}{len(results)} memories: {counts['added']} added, "
+               f"{counts['superseded']} merged, {counts['duplicate']} duplicate")
+
+
 # -- history / restore -------------------------------------------------------------------------
 @cli.command()
 @click.argument("memory_id")

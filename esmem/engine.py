@@ -70,12 +70,12 @@ class Engine:
         if self.info.family == "opensearch":
             from opensearchpy import OpenSearch
 
-            self._client = OpenSearch(self.url, timeout=timeout, http_compress=False)
+            self._client = OpenSearch(self.url, timeout=timeout, http_compress=False, pool_maxsize=32)
             self._send = self._send_opensearch
         else:
             from elasticsearch import Elasticsearch
 
-            self._client = Elasticsearch(self.url, request_timeout=timeout)
+            self._client = Elasticsearch(self.url, request_timeout=timeout, connections_per_node=32)
             self._send = self._send_elasticsearch
 
     # -- transport ---------------------------------------------------------------------------

@@ -48,6 +48,7 @@ class MemoryInput:
     metadata: Mapping[str, Any] | None = None
     external_id: str | None = None
     embedding: Sequence[float] | None = None
+    supersedes: str | None = None  # the caller knows this replaces a memory: skip the lookup
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Memory:
         def t(key: str) -> datetime | None:
             return parse_time(src[key]) if src.get(key) is not None else None
 
-        sup = src.get("supersedes") or ()
+        sup = src.get("supersedes") or []
         return cls(id=doc_id, namespace=src["namespace"], content=src["content"], kind=src["kind"],
                    importance=float(src["importance"]), valid_from=parse_time(src["valid_from"]),
                    status=src["status"], recorded_at=t("recorded_at"), invalid_at=t("invalid_at"),
@@ -213,6 +214,8 @@ class MemoryStore:
             doc["external_id"] = str(item.external_id)
         if item.embedding is not None:
             doc["embedding"] = [float(x) for x in item.embedding]
+        if item.supersedes is not None:
+            doc["supersedes"] = [str(item.supersedes)]
         return doc
 
     def _prepare(self, items: Sequence[MemoryInput]) -> list[dict[str, Any]]:
@@ -222,7 +225,7 @@ class MemoryStore:
         for i, item in enumerate(items):
             try:
                 docs.append(self._doc(item, now))
-            except InvalidInput as e:
+            except (InvalidInput, TypeError, ValueError) as e:
                 raise InvalidInput(f"memory #{i + 1}: {e}" if len(items) > 1 else str(e)) from None
         todo = [d for d in docs if d["importance"] is None]
         if todo:
@@ -261,6 +264,9 @@ class MemoryStore:
         Merge decisions follow input order: when an item could merge with an earlier item of the
         same batch, the batch is cut there so the earlier one is searchable first."""
         docs = self._prepare(items)
+        for d in docs:
+            if d.get("supersedes"):
+                self._explicit(d)  # an unknown predecessor fails before anything is written
         results: list[WriteResult] = []
         start = 0
         while start < len(docs):
@@ -301,6 +307,7 @@ class MemoryStore:
                 decisions.append(decide_for(r, batch[len(decisions)], self.merge))
         else:
             decisions = [Decision("add") for _ in batch]
+        decisions = [self._explicit(d) if d.get("supersedes") else dec for d, dec in zip(batch, decisions)]
         ids = [uuid.uuid4().hex for _ in batch]
         if dry_run:
             return [self._result(i, d, dry_run=True) for i, d in zip(ids, decisions)]
@@ -325,8 +332,77 @@ class MemoryStore:
                 failed[pos].add(target)
             elif outcome.get("error"):
                 raise EngineError(f"bulk write failed: {outcome['error']}")
-        return [self._resolve_conflict(doc_id, d, dec, failed[pos]) if pos in failed else self._result(doc_id, dec)
-                for pos, (doc_id, d, dec) in enumerate(zip(ids, batch, decisions))]
+        results = [self._resolve_conflict(doc_id, d, dec, failed[pos]) if pos in failed else self._result(doc_id, dec)
+                   for pos, (doc_id, d, dec) in enumerate(zip(ids, batch, decisions))]
+        if self.merge.enabled:
+            self._settle([(r.id, d) for r, d in zip(results, batch) if r.action != "duplicate"])
+        return results
+
+    def _settle(self, written: list[tuple[str, dict[str, Any]]]) -> None:
+        """Concurrent writers can each add the same topic before seeing the other's write. Look
+        again now that the writes are searchable: of two active same-topic memories the newer by
+        (valid_from, recorded_at, id) supersedes the other, the same choice every writer makes."""
+        if not written:
+            return
+        lines: list[Any] = []
+        for _, d in written:
+            lines += [{"routing": d["namespace"]}, self._lookup_body(d)]
+        payload = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
+        resp = self.engine.request("POST", f"/{self.alias}/_msearch/template", payload)
+        for (doc_id, d), r in zip(written, resp["responses"]):
+            if "error" in r:
+                raise EngineError(f"merge lookup failed: {r['error']}")
+            for twin in decide(d["content"], d["kind"], self._candidates(r, exclude=doc_id), self.merge).targets:
+                mine = (d["valid_from"], d["recorded_at"], doc_id)
+                theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
+                winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
+                self._retire(d["namespace"], loser, winner)
+
+    def _retire(self, namespace: str, loser: str, winner: str, attempts: int = 8) -> None:
+        """Mark `loser` superseded by `winner` (compare-and-set) and link it from the winner."""
+        for _ in range(attempts):
+            got = self.engine.request("GET", f"/{self.alias}/_doc/{loser}", params={"routing": namespace})
+            win = self.engine.request("GET", f"/{self.alias}/_doc/{winner}", params={"routing": namespace})
+            if got["_source"]["status"] != "active" or win["_source"]["status"] != "active":
+                return  # another writer settled it already
+            try:
+                self.engine.request("POST", f"/{self.alias}/_update/{loser}", {"doc": {
+                    "status": "superseded", "superseded_by": winner, "invalid_at": win["_source"]["valid_from"]}},
+                    {"routing": namespace, "if_seq_no": got["_seq_no"], "if_primary_term": got["_primary_term"],
+                     "refresh": "wait_for"})
+            except VersionConflict:
+                continue
+            self._link(namespace, winner, loser)
+            return
+        raise EngineError(f"gave up settling {loser} -> {winner} after {attempts} concurrent conflicts")
+
+    def _link(self, namespace: str, winner: str, loser: str, attempts: int = 8) -> None:
+        """Append `loser` to the winner's `supersedes` (compare-and-set, so no link is lost)."""
+        for _ in range(attempts):
+            win = self.engine.request("GET", f"/{self.alias}/_doc/{winner}", params={"routing": namespace})
+            linked = win["_source"].get("supersedes") or []
+            if loser in linked:
+                return
+            try:
+                self.engine.request("POST", f"/{self.alias}/_update/{winner}", {"doc": {"supersedes": [*linked, loser]}},
+                                    {"routing": namespace, "if_seq_no": win["_seq_no"],
+                                     "if_primary_term": win["_primary_term"], "refresh": "wait_for"})
+                return
+            except VersionConflict:
+                continue
+        raise EngineError(f"gave up linking {loser} from {winner} after {attempts} concurrent conflicts")
+
+    def _explicit(self, doc: Mapping[str, Any]) -> Decision:
+        """A caller-named predecessor: it must be an active memory of the same namespace."""
+        target = doc["supersedes"][0]
+        try:
+            got = self.engine.request("GET", f"/{self.alias}/_doc/{target}", params={"routing": doc["namespace"]})
+        except NotFound:
+            got = {"found": False}
+        if not got.get("found") or got["_source"]["namespace"] != doc["namespace"] \
+                or got["_source"]["status"] != "active":
+            raise InvalidInput(f"supersedes={target!r}: no active memory with that id in {doc['namespace']!r}")
+        return Decision("supersede", (Candidate(target, 0.0, got["_source"], got["_seq_no"], got["_primary_term"]),))
 
     @staticmethod
     def _target_update(action: str, target: Candidate, new_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -535,6 +611,44 @@ class MemoryStore:
             filters.append({"term": {"status": status}})
         self.engine.request("POST", f"/{self.alias}/_refresh")
         return self.engine.request("POST", f"/{self.alias}/_count", {"query": {"bool": {"filter": filters}}})["count"]
+
+
+MEMORY_FIELDS = {f for f in MemoryInput.__dataclass_fields__} | {"type", "id"}
+
+
+def read_jsonl(path: str, default_namespace: str = "default") -> list[MemoryInput]:
+    """Memories from a JSONL file (one object per line: content, namespace, kind, importance,
+    valid_from, entities, evergreen, source, metadata, id -> external_id). Every line is checked
+    before anything is written; an error names the line."""
+    items: list[MemoryInput] = []
+    try:
+        with open(path, "rb") as fh:
+            raw_lines = fh.read().split(b"\n")
+    except OSError as e:
+        raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
+    for n, raw in enumerate(raw_lines, 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{where}: invalid UTF-8") from None
+        except json.JSONDecodeError as e:
+            raise InvalidInput(f"{where}: invalid JSON ({e.msg})") from None
+        if not isinstance(obj, dict) or obj.get("type", "memory") != "memory":
+            raise InvalidInput(f"{where}: expected a memory object")
+        unknown = sorted(set(obj) - MEMORY_FIELDS)
+        if unknown or "content" not in obj:
+            raise InvalidInput(f"{where}: " + (f"unknown field(s) {unknown}" if unknown else "missing \"content\""))
+        fields = {k: v for k, v in obj.items() if k not in ("type", "id")}
+        fields.setdefault("namespace", default_namespace)
+        if "id" in obj:
+            fields.setdefault("external_id", str(obj["id"]))
+        if "entities" in fields:
+            fields["entities"] = tuple(fields["entities"])
+        items.append(MemoryInput(**fields))
+    return items
 
 
 def decide_for(resp: Mapping[str, Any], doc: Mapping[str, Any], policy: MergePolicy) -> Decision:

@@ -1,0 +1,53 @@
+"""The pure merge decision and its measures."""
+from __future__ import annotations
+
+import pytest
+
+from esmem.errors import ConfigError
+from esmem.merge import Candidate, MergePolicy, decide, jaccard, overlap
+
+
+def cand(cid: str, content: str, bm25: float, kind: str = "rule") -> Candidate:
+    return Candidate(cid, bm25, {"content": content, "kind": kind}, 1, 1)
+
+
+OLD = "接口返回 HTTP 429 限流时固定等 1 秒再重试，最多重试 3 次"
+NEW = "接口返回 HTTP 429 限流时按指数退避加随机 jitter 再重试，最多重试 5 次"
+
+
+def test_overlap_is_the_overlap_coefficient_and_jaccard_is_symmetric() -> None:
+    assert overlap("redis cache", "redis cache warmup script") == 1.0
+    assert jaccard("redis cache", "redis cache warmup script") == 0.5
+    assert overlap("a", "") == 0.0
+    assert jaccard(OLD, NEW) == jaccard(NEW, OLD)
+
+
+def test_update_supersedes_when_both_thresholds_pass() -> None:
+    d = decide(NEW, "rule", [cand("old", OLD, 12.0)], MergePolicy())
+    assert d.action == "supersede" and [t.id for t in d.targets] == ["old"]
+    assert d.scores["old"]["overlap"] >= 0.5
+
+
+@pytest.mark.parametrize("bm25, policy", [(3.9, MergePolicy()), (12.0, MergePolicy(min_overlap=0.95))])
+def test_either_threshold_failing_adds(bm25: float, policy: MergePolicy) -> None:
+    assert decide(NEW, "rule", [cand("old", OLD, bm25)], policy).action == "add"
+
+
+def test_restatement_is_a_duplicate_and_kinds_must_match() -> None:
+    same = "每天最多发布一篇文章"
+    assert decide(same, "rule", [cand("x", same, 9.0)], MergePolicy()).action == "duplicate"
+    assert decide(same, "fact", [cand("x", same, 9.0)], MergePolicy()).action == "add"
+
+
+def test_events_are_never_superseded_only_deduplicated() -> None:
+    a, b = "went hiking on Mount Tai with Anna on Saturday", "went hiking on Mount Tai with Anna on Sunday"
+    assert decide(b, "event", [cand("x", a, 9.0, "event")], MergePolicy()).action == "add"
+    assert decide(a, "event", [cand("x", a, 9.0, "event")], MergePolicy()).action == "duplicate"
+
+
+def test_disabled_policy_always_adds_and_bad_policy_is_refused() -> None:
+    assert decide(OLD, "rule", [cand("x", OLD, 99.0)], MergePolicy(enabled=False)).action == "add"
+    with pytest.raises(ConfigError):
+        MergePolicy(min_overlap=0)
+    with pytest.raises(ConfigError):
+        MergePolicy(candidates=0)

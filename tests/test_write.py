@@ -1,0 +1,234 @@
+"""The write path on the real engine: supersede-merge, history, undo, bi-temporal recall,
+concurrency, bulk import and bad input."""
+from __future__ import annotations
+
+import json
+import random
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from esmem.cli import cli
+from esmem.errors import InvalidInput
+from esmem.merge import MergePolicy, decide
+from esmem.ranking import RecallParams, parse_time
+from esmem.store import MemoryInput, MemoryStore
+
+NOW = parse_time("2026-10-08T12:00:00Z")
+DAY = timedelta(days=1)
+RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"
+
+
+def rule_lines() -> list[dict]:
+    return [json.loads(line) for line in RULES.read_text(encoding="utf-8").splitlines()
+            if json.loads(line)["type"] == "memory"]
+
+
+@pytest.fixture
+def clocked(engine, installed) -> MemoryStore:
+    return MemoryStore(engine, installed, clock=lambda: NOW)
+
+
+def _inputs(lines: list[dict], ns: str = "rules") -> list[MemoryInput]:
+    return [MemoryInput(o["content"], ns, kind=o["kind"], importance=o["importance"],
+                        valid_from=o["valid_from"], external_id=o["id"]) for o in lines]
+
+
+RESTATEMENTS = {  # new wording of an existing rule -> the rule it restates
+    "发布文章之前一定要先跑 privacy-scan 隐私扫描，内网 IP、真实姓名、手机号和 API key 都得打码": "r01",
+    "文章统一用第一人称「我」的口吻来写，别写成「本文将带大家」的讲师腔": "r02",
+    "每天最多只发布一篇文章，按 Asia/Shanghai 时区的自然日算，当天发过的新稿放进 drafts/": "r03",
+    "接口返回 HTTP 429 限流时要按指数退避加随机 jitter 再重试，最多重试 5 次": "r09",
+}
+NEW_FACTS = [
+    "每次发布后重新生成 RSS feed，并用 xmllint 校验 XML 格式",
+    "周报类文章统一放在 weekly/ 目录下，文件名用年份加周数",
+    "数据库连接串只放在 .env 里，绝不提交到 git 仓库",
+    "评论区的 spam 每周一上午清理一次",
+    "文章里引用的外部图片要下载到本地 assets/ 目录再引用",
+    "sitemap.xml 在每次发布后自动提交给 Google Search Console",
+]
+
+
+def test_restatements_merge_and_new_facts_add(clocked: MemoryStore) -> None:
+    current = [o for o in rule_lines() if o["id"].startswith("r")]
+    assert len(current) == 24
+    ids = {o["id"]: r.id for o, r in zip(current, clocked.remember_many(_inputs(current)))}
+    assert clocked.count("rules") == 24
+    writes = list(RESTATEMENTS) + NEW_FACTS
+    random.Random(3).shuffle(writes)
+    kinds = {o["id"]: o["kind"] for o in current}
+    results = [clocked.remember(text, "rules", kind=kinds.get(RESTATEMENTS.get(text, ""), "rule"),
+                                valid_from=NOW - DAY) for text in writes]
+    merged = {text: r for text, r in zip(writes, results) if r.action in ("superseded", "duplicate")}
+    assert sum(r.action == "added" for r in results) == 6 and len(merged) == 4
+    for text, res in merged.items():
+        old = ids[RESTATEMENTS[text]]
+        assert res.superseded == (old,) or res.duplicate_of == old, text
+    assert clocked.count("rules") == 30
+    for text, res in merged.items():  # superseded, never deleted
+        if res.action == "superseded":
+            old = clocked.get("rules", ids[RESTATEMENTS[text]])
+            assert old.status == "superseded" and old.superseded_by == res.id
+            assert old.invalid_at == NOW - DAY
+
+
+def test_dry_run_decides_without_writing(clocked: MemoryStore) -> None:
+    clocked.remember("每天最多只发布一篇文章，当天发过的新稿就放进 drafts/", "d", kind="rule")
+    res = clocked.remember("每天最多只发布一篇文章，当天发过的新稿就放进 drafts/ 目录", "d", kind="rule", dry_run=True)
+    assert res.dry_run and res.action in ("superseded", "duplicate")
+    assert clocked.count("d") == 1 and clocked.count("d", status="superseded") == 0
+
+
+def test_conflict_update_wins_and_as_of_returns_the_old_version(clocked: MemoryStore) -> None:
+    lines = {o["id"]: o for o in rule_lines()}
+    old = clocked.remember(lines["s01"]["content"], "c", kind="rule", valid_from="2026-07-05T09:00:00Z")
+    new = clocked.remember(lines["r09"]["content"], "c", kind="rule", valid_from="2026-08-21T09:00:00Z")
+    assert new.action == "superseded" and new.superseded == (old.id,)
+    for mode in ("blend", "multiply", "weighted"):
+        res = clocked.recall("429 怎么重试", "c", 5, params=RecallParams(mode=mode), now=NOW, touch=False)
+        assert res.items[0].memory.id == new.id
+        assert old.id not in [r.memory.id for r in res.items]
+    past = clocked.recall("429 怎么重试", "c", 5, as_of="2026-08-01T00:00:00Z", now=NOW, touch=False)
+    assert [r.memory.id for r in past.items] == [old.id]
+    later = clocked.recall("429 怎么重试", "c", 5, as_of="2026-09-01T00:00:00Z", now=NOW, touch=False)
+    assert [r.memory.id for r in later.items] == [new.id]
+    assert [m.id for m in clocked.history("c", new.id)] == [old.id, new.id]
+
+
+def test_english_update_named_explicitly(clocked: MemoryStore) -> None:
+    old = clocked.remember("on HTTP 429 wait 1 s and retry three times", "e", kind="rule",
+                           valid_from="2026-08-01T09:00:00Z")
+    auto = clocked.remember("on 429 back off with jitter", "e", kind="rule", dry_run=True)
+    assert auto.action == "added"  # too little lexical overlap for the thresholds: the caller must say so
+    new = clocked.remember("on 429 back off with jitter", "e", kind="rule", supersedes=old.id,
+                           valid_from="2026-09-01T09:00:00Z")
+    assert new.superseded == (old.id,)
+    res = clocked.recall("429 怎么重试", "e", 5, now=NOW, touch=False)
+    assert [r.memory.id for r in res.items] == [new.id]
+    with pytest.raises(InvalidInput, match="supersedes"):
+        clocked.remember("x", "e", supersedes=old.id)  # already superseded
+
+
+def test_restore_undoes_a_wrong_merge(clocked: MemoryStore) -> None:
+    # BM25's IDF comes from the whole index: give it the rule store, as a real deployment has
+    clocked.remember_many(_inputs([o for o in rule_lines() if o["id"].startswith("r")], "others"))
+    a = clocked.remember("每周日把 Markdown 源文件备份到本机的 blog-backup 目录，保留 30 天", "u", kind="rule")
+    b = clocked.remember("每周日把 Markdown 源文件备份到 NAS 的 blog-backup 目录，保留 90 天", "u", kind="rule")
+    assert b.superseded == (a.id,)
+    restored = clocked.restore("u", a.id)
+    assert restored.status == "active" and restored.superseded_by is None and restored.invalid_at is None
+    assert clocked.get("u", b.id).status == "retired"
+    assert clocked.count("u") == 1 and clocked.count("u", status=None) == 2
+    # keep both: the merge joined two different facts
+    c = clocked.remember("每周日把 Markdown 源文件备份到移动硬盘的 blog-backup 目录，保留 60 天", "u", kind="rule")
+    assert c.superseded == (a.id,), c
+    clocked.restore("u", a.id, retire_successor=False)
+    assert clocked.get("u", a.id).status == "active" and clocked.get("u", c.id).status == "active"
+    assert clocked.get("u", c.id).supersedes == ()
+    with pytest.raises(InvalidInput, match="already active"):
+        clocked.restore("u", a.id)
+
+
+def _topic(rng: random.Random, i: int) -> str:
+    city = rng.choice(["北京", "上海", "深圳", "杭州", "成都"])
+    return f"project{i} service{i} host{i} owner{i} region{i} 部署{city}"
+
+
+def test_concurrent_writers_leave_one_active_successor(engine, installed) -> None:
+    rng = random.Random(11)
+    base = [(f"ns{i % 4}", _topic(rng, i)) for i in range(300)]
+    restated = [(ns, text + f" note{i}") for i, (ns, text) in enumerate(rng.sample(base, 100))]
+    work = base + restated
+    rng.shuffle(work)
+    chunks = [work[i::8] for i in range(8)]
+    results: list = []
+    errors: list = []
+
+    def writer(chunk: list[tuple[str, str]]) -> None:
+        store = MemoryStore(engine, installed)  # one store per thread: no shared lock, only OCC
+        try:
+            for ns, text in chunk:
+                results.append((ns, text, store.remember(text, ns, kind="fact")))
+        except Exception as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(c,)) for c in chunks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:1]
+    assert len(results) == 400
+    actions = [r.action for _, _, r in results]
+    assert actions.count("added") + actions.count("superseded") + actions.count("duplicate") == 400
+    store = MemoryStore(engine, installed)
+    for ns, text, res in results:  # every input findable, active or in a history chain
+        chain = store.history(ns, res.id)
+        assert any(m.content == text for m in chain) or res.action == "duplicate"
+    for ns in {ns for ns, _ in base}:
+        hits = engine.request("POST", f"/{store.alias}/_search", {"size": 1000, "seq_no_primary_term": True,
+                              "query": {"bool": {"filter": [{"term": {"namespace": ns}},
+                                                            {"term": {"status": "active"}}]}}})["hits"]["hits"]
+        for h in hits:
+            twins = decide(h["_source"]["content"], "fact", store._lookup(h["_source"], exclude=h["_id"]), store.merge)
+            assert twins.action == "add", (h["_source"]["content"], [t.source["content"] for t in twins.targets])
+    assert store.count(None) == 300  # one active memory per topic
+
+
+BAD = [
+    ({"content": ""}, "empty"),
+    ({"content": "   \n"}, "empty"),
+    ({"content": "x" * (64 * 1024 + 1)}, "cap"),
+    ({"content": b"\xff\xfe bad"}, "UTF-8"),
+    ({"content": "lone \ud800 surrogate"}, "UTF-8"),
+    ({"valid_from": "yesterday-ish"}, "unparseable"),
+    ({"valid_from": "2031-01-01T00:00:00Z"}, "future"),
+    ({"namespace": "has space"}, "namespace"),
+    ({"namespace": "../etc"}, "namespace"),
+    ({"namespace": ""}, "namespace"),
+    ({"importance": 0}, "importance"),
+    ({"kind": "gossip"}, "kind"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD)
+def test_bad_input_is_refused_and_nothing_is_written(clocked: MemoryStore, change: dict, message: str) -> None:
+    kept = clocked.remember("the one memory that must survive", "bad", kind="fact")
+    fields = {"content": "ok content", "namespace": "bad", **change}
+    with pytest.raises(InvalidInput, match=message):
+        clocked.remember(fields.pop("content"), fields.pop("namespace"), **fields)
+    with pytest.raises(InvalidInput, match=message):  # in a batch, nothing of the batch is written
+        clocked.remember_many([MemoryInput("first good one", "bad"),
+                               MemoryInput(**{"content": "ok content", "namespace": "bad", **change})])
+    assert clocked.count("bad", status=None) == 1
+    assert clocked.get("bad", kept.id).content == "the one memory that must survive"
+
+
+def test_content_cap_is_configurable(engine, installed) -> None:
+    small = MemoryStore(engine, installed, max_content_bytes=10)
+    with pytest.raises(InvalidInput, match="10-byte cap"):
+        small.remember("more than ten bytes", "cap")
+
+
+def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_path: Path) -> None:
+    lines = [json.dumps({"id": o["id"], "content": o["content"], "kind": o["kind"], "importance": o["importance"],
+                         "valid_from": o["valid_from"], "namespace": "imp"}, ensure_ascii=False)
+             for o in rule_lines()]
+    good = tmp_path / "rules.jsonl"
+    good.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    base = ["--url", engine.url, "--prefix", installed]
+    res = runner.invoke(cli, [*base, "import", str(good)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == "29 memories: 24 added, 5 merged, 0 duplicate"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(lines[0] + "\n" + '{"content": "x", "namespace": "imp2"}\n{"content": oops}\n', encoding="utf-8")
+    res = runner.invoke(cli, [*base, "import", str(bad)])
+    assert res.exit_code == 2 and "bad.jsonl:3: invalid JSON" in res.output
+    store = MemoryStore(engine, installed)
+    assert store.count("imp2", status=None) == 0
+    assert store.count("imp") == 24
