@@ -5,12 +5,11 @@ Errors esmem raises on purpose print one line to stderr and exit 2; `esmem check
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import click
 from rich.console import Console
@@ -28,7 +27,7 @@ out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 
 
-def fail(message: str, code: int = 2) -> None:
+def fail(message: str, code: int = 2) -> NoReturn:
     click.echo(f"error: {message.splitlines()[0]}", err=True)
     sys.exit(code)
 
@@ -353,7 +352,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
         with Progress(console=err, transient=True) as bar:
             for label, cfg in runs:
                 task = bar.add_task(label, total=len(data.queries))
-                outcomes = evaluation.run(cfg, explain_misses=misses and not as_json,
+                outcomes = evaluation.run(cfg, explain_misses=misses and not as_json and not sweep,
                                           progress=lambda: bar.advance(task))
                 results.append((label, cfg, ev.report(outcomes), ev.misses(outcomes, data)))
     finally:
@@ -405,6 +404,17 @@ def _plot_sweep(path: Path, rows: list[tuple[str, dict[str, Any]]]) -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
+
+
+def _register() -> None:
+    from .cli_agent import config_cmd, context_cmd, stats_cmd
+    from .cli_bench import bench_cmd
+
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd):
+        cli.add_command(command)
+
+
+_register()
 
 
 def main() -> None:

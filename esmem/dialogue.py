@@ -6,8 +6,9 @@ the window still holds the old topic's words. So:
 
 1. Filler is removed phrase by phrase (phrases are split at punctuation). A phrase is filler when it
    is covered entirely by entries of a small Chinese + English lexicon of acknowledgements, greetings,
-   thanks and "go on" replies ("好的，我继续" = 好的 + 我 + 继续). A turn with nothing left, or fewer
-   than `min_chars` letters/digits left, is dropped - the user's and the assistant's alike.
+   thanks and "go on" replies ("好的，我继续" = 好的 + 我 + 继续). A turn with nothing left, fewer than
+   `min_chars` letters/digits left, or only question words left ("为什么？", "that helps") is
+   dropped - the user's and the assistant's alike.
 2. The window is the last `n` *substantive* turns, so a run of "嗯" cannot push the topic out of it.
 3. The newest substantive user turn is the anchor and is always kept. An older turn is kept only if
    it shares a content token with the anchor: on a topic switch the old topic drops out entirely
@@ -17,6 +18,8 @@ the window still holds the old topic's words. So:
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import regex
@@ -65,7 +68,7 @@ def _units(text: str) -> tuple[str, ...]:
 
 
 _LEXICON: frozenset[tuple[str, ...]] = frozenset(
-    u for entry in [*_ZH_FILLER.split(), *_EN_FILLER.split(",")] for u in [_units(entry)] if u)
+    filter(None, map(_units, [*_ZH_FILLER.split(), *_EN_FILLER.split(",")])))
 _LONGEST = max(len(e) for e in _LEXICON)
 
 
@@ -106,7 +109,8 @@ def _turns(messages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
         if role in SKIPPED_ROLES:
             continue
         if role not in ROLES:
-            raise InvalidInput(f"message #{i + 1} has role {role!r} (expected one of {', '.join(ROLES + SKIPPED_ROLES)})")
+            raise InvalidInput(f"message #{i + 1} has role {role!r} "
+                               f"(expected one of {', '.join(ROLES + SKIPPED_ROLES)})")
         out.append((role, m["content"]))
     return out
 
@@ -130,3 +134,17 @@ def build_query(messages: Sequence[Mapping[str, Any]], n: int = 3, *, min_chars:
     window = sorted(set(range(max(0, len(turns) - n), len(turns))) | {anchor})
     return " ".join(turns[i][1] for i in window
                     if i >= anchor or _topic_tokens(turns[i][1]) & anchor_tokens)
+
+
+def read_messages(path: str | Path) -> list[Any]:
+    """A conversation file: a JSON list of messages, or an object with a "messages" list."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InvalidInput(f"cannot read messages file {path}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InvalidInput(f"messages file {path} is not valid JSON: {e}") from None
+    messages = data.get("messages") if isinstance(data, dict) else data
+    if not isinstance(messages, list):
+        raise InvalidInput(f'messages file {path} must hold a JSON list of messages (or {{"messages": [...]}})')
+    return messages

@@ -235,13 +235,14 @@ class Evaluation:
         store, by_doc, ns_chars = self._store(replace(config.merge, enabled=False)
                                               if config.baseline else config.merge)
         outcomes = []
+        depth = max(config.k, 10)  # ranked deep enough for R@10; the context is the top k
         for q in self.dataset.queries:
             if config.baseline == "recency":
-                hits, took = self._recency(store, q, config.k)
+                hits, took = self._recency(store, q, depth)
             elif config.baseline == "bm25":
-                hits, took = self._bm25(store, q, config.k)
+                hits, took = self._bm25(store, q, depth)
             else:
-                res = store.recall(q.text, q.namespace, config.k, params=config.params, now=q.now, touch=False)
+                res = store.recall(q.text, q.namespace, depth, params=config.params, now=q.now, touch=False)
                 hits, took = [(r.memory.id, r.memory.content) for r in res.items], res.took_ms
             ranked = tuple(by_doc.get(doc_id, frozenset()) for doc_id, _ in hits)
             top = None
@@ -249,8 +250,8 @@ class Evaluation:
                 explained = store.recall(q.text, q.namespace, config.k, params=config.params, now=q.now,
                                          touch=False, explain=True)
                 top = explained.items[0] if explained.items else None
-            outcomes.append(QueryOutcome(q, ranked, sum(len(c) for _, c in hits), ns_chars.get(q.namespace, 0),
-                                         took, top))
+            outcomes.append(QueryOutcome(q, ranked, sum(len(c) for _, c in hits[:config.k]),
+                                         ns_chars.get(q.namespace, 0), took, top))
             if progress:
                 progress()
         return outcomes

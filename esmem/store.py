@@ -23,6 +23,7 @@ from .errors import EngineError, InvalidInput, NotFound, VersionConflict
 from .importance import Scorer, rule_scorer, score_batch
 from .install import Names, require_installed
 from .merge import Candidate, Decision, MergePolicy, decide, overlap
+from .merge import jaccard as text_jaccard
 from .mmr import cosine, jaccard, mmr
 from .ranking import RecallParams, epoch_ms, iso, parse_time, utcnow
 
@@ -286,8 +287,9 @@ class MemoryStore:
         while end < len(docs) and end - start < batch_size:
             d = docs[end]
             key = (d["namespace"], d["kind"])
-            if end > start and any(overlap(d["content"], prev) >= self.merge.min_overlap
-                                   for prev in seen[key]):
+            same = (text_jaccard, self.merge.dup_overlap) if d["kind"] in self.merge.never_supersede \
+                else (overlap, self.merge.min_overlap)
+            if end > start and any(same[0](d["content"], prev) >= same[1] for prev in seen[key]):
                 break
             seen[key].append(d["content"])
             end += 1
@@ -491,8 +493,8 @@ class MemoryStore:
         header = {"routing": namespace}
         searches: list[Any] = [header, {"id": self.names.script("recall"), "params": tp}]
         if p.recent_n:
-            searches += [header, {"id": self.names.script("recent"), "params": {
-                "namespace": namespace, "size": p.recent_n, **({"as_of": tp["as_of"]} if as_of_t else {})}}]
+            searches += [header, {"id": self.names.script("recent"), "params": {  # k more: de-dup may drop k
+                "namespace": namespace, "size": p.recent_n + k, **({"as_of": tp["as_of"]} if as_of_t else {})}}]
         if explain:
             searches += [header, {"id": self.names.script("recall"), "explain": True,
                                   "params": {**tp, "rel_only": True}}]
@@ -511,8 +513,9 @@ class MemoryStore:
         recent: tuple[Memory, ...] = ()
         if p.recent_n:
             chosen = {r.memory.id for r in items}
-            recent = tuple(sorted((Memory.from_hit(h["_id"], h["_source"]) for h in resp["responses"][1]["hits"]["hits"]
-                                   if h["_id"] not in chosen), key=lambda m: m.valid_from))
+            newest = [Memory.from_hit(h["_id"], h["_source"]) for h in resp["responses"][1]["hits"]["hits"]
+                      if h["_id"] not in chosen][:p.recent_n]
+            recent = tuple(sorted(newest, key=lambda m: m.valid_from))
         if touch and items:
             self.touch(namespace, [r.memory.id for r in items], now_t, p.rho)
         engine_ms = float(sum(r.get("took", 0) for r in resp["responses"]))

@@ -45,7 +45,9 @@ def parity_store(engine, installed) -> MemoryStore:
 @pytest.mark.parametrize("mode", ["blend", "multiply", "weighted"])
 def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str) -> None:
     store = parity_store
-    params = RecallParams(mode=mode, mmr=False)
+    # every decay path: own half-lives, the default one, evergreen, never-decaying kinds
+    params = params_from_strings(RecallParams(mode=mode, mmr=False),
+                                 {"half_life": "30d", "hl.event": "60d", "hl.fact": "none"})
     rng = random.Random(mode)
     compared = 0
     for _ in range(12):

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from esmem.cli import cli
 from esmem.errors import InvalidInput
-from esmem.merge import MergePolicy, decide
+from esmem.merge import decide
 from esmem.ranking import RecallParams, parse_time
 from esmem.store import MemoryInput, MemoryStore
 

@@ -1,0 +1,163 @@
+"""Monitoring numbers for one installation (seed 003 §5.3), computed by the engine in one request.
+
+- hit analysis: which active memories get recalled most, and how many never are (candidates for
+  rewording or a lower importance);
+- recency of what is used: for each recalled memory, how old it was when last recalled
+  (last_accessed_at - valid_from) - all in the first bucket means old memories are never reached;
+- merges: memories superseded, memories that replaced others, restatements folded into duplicates;
+- counts by kind and status, and by the importance rule that scored them.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import ConfigError, InvalidInput
+from .store import MemoryStore, check_namespace
+
+DAY_MS = 86_400_000
+# (label, upper bound in ms of last_accessed_at - valid_from); the last bucket is open-ended.
+AGE_BUCKETS: tuple[tuple[str, int | None], ...] = (
+    ("<1h", 3_600_000), ("1h-1d", DAY_MS), ("1d-7d", 7 * DAY_MS), ("7d-30d", 30 * DAY_MS),
+    ("30d-90d", 90 * DAY_MS), ("90d-1y", 365 * DAY_MS), (">=1y", None))
+_AGE_SCRIPT = ("doc['last_accessed_at'].value.toInstant().toEpochMilli()"
+               " - doc['valid_from'].value.toInstant().toEpochMilli()")
+
+
+@dataclass(frozen=True)
+class MemoryUse:
+    """One memory in a hit list: enough to find it (`esmem history`) and judge it."""
+
+    id: str
+    namespace: str
+    kind: str
+    content: str
+    access_count: int
+    last_accessed_at: str | None
+    valid_from: str
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Everything `esmem stats` shows; `as_dict()` is JSON-ready."""
+
+    prefix: str
+    namespace: str | None
+    total: int
+    namespaces: int                             # cardinality: approximate above ~3000
+    by_status: dict[str, int]
+    by_kind: dict[str, dict[str, int]]          # kind -> status -> count
+    by_importance_rule: dict[str, int]          # active memories only
+    active: int
+    recalled: int                               # active memories recalled at least once
+    never_recalled: int
+    most_recalled: tuple[MemoryUse, ...]
+    never_recalled_oldest: tuple[MemoryUse, ...]
+    recall_age: dict[str, int]                  # AGE_BUCKETS label -> recalled memories
+    superseded: int
+    superseding: int                            # memories that replaced at least one other
+    restated: int                               # restatements folded into an existing memory
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _use(hit: Mapping[str, Any]) -> MemoryUse:
+    src = hit["_source"]
+    return MemoryUse(hit["_id"], src["namespace"], src["kind"], src["content"], int(src.get("access_count") or 0),
+                     src.get("last_accessed_at"), src["valid_from"])
+
+
+def _ranges() -> list[dict[str, int]]:
+    out, low = [], None
+    for _, high in AGE_BUCKETS:
+        out.append({**({"from": low} if low is not None else {}), **({"to": high} if high is not None else {})})
+        low = high
+    return out
+
+
+def collect(store: MemoryStore, namespace: str | None = None, *, top: int = 5) -> Stats:
+    """Stats of every memory under the store's prefix, or of one namespace."""
+    if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 100:
+        raise InvalidInput(f"top must be an integer in 1..100, got {top!r}")
+    scope = [{"term": {"namespace": check_namespace(namespace)}}] if namespace else []
+    active = {"term": {"status": "active"}}
+    never = {"bool": {"should": [{"range": {"access_count": {"lte": 0}}},
+                                 {"bool": {"must_not": [{"exists": {"field": "access_count"}}]}}]}}
+    fields = ["namespace", "kind", "content", "access_count", "last_accessed_at", "valid_from"]
+    body = {
+        "size": 0, "track_total_hits": True, "query": {"bool": {"filter": scope}},
+        "aggs": {
+            "namespaces": {"cardinality": {"field": "namespace"}},
+            "by_status": {"terms": {"field": "status", "size": 10}},
+            "by_kind": {"terms": {"field": "kind", "size": 50},
+                        "aggs": {"status": {"terms": {"field": "status", "size": 10}}}},
+            "superseding": {"filter": {"exists": {"field": "supersedes"}}},
+            "restated": {"sum": {"field": "restated_count"}},
+            "active": {"filter": active, "aggs": {
+                "rules": {"terms": {"field": "importance_rule", "size": 50, "missing": "(none)"}},
+                "never": {"filter": never, "aggs": {"oldest": {"top_hits": {
+                    "size": top, "sort": [{"valid_from": "asc"}], "_source": fields}}}},
+                "recalled": {"filter": {"range": {"access_count": {"gt": 0}}}, "aggs": {
+                    "top": {"top_hits": {"size": top, "sort": [{"access_count": "desc"}, {"last_accessed_at": "desc"}],
+                                         "_source": fields}},
+                    "age": {"range": {"script": {"source": _AGE_SCRIPT}, "ranges": _ranges()}}}},
+            }},
+        },
+    }
+    params = {"routing": namespace} if namespace else None
+    store.engine.request("POST", f"/{store.alias}/_refresh")  # reheat write-backs are not refreshed
+    aggs = store.engine.request("POST", f"/{store.alias}/_search", body, params)["aggregations"]
+    by_status = {b["key"]: b["doc_count"] for b in aggs["by_status"]["buckets"]}
+    act = aggs["active"]
+    return Stats(
+        prefix=store.names.prefix, namespace=namespace, total=sum(by_status.values()),
+        namespaces=aggs["namespaces"]["value"], by_status=by_status,
+        by_kind={b["key"]: {s["key"]: s["doc_count"] for s in b["status"]["buckets"]}
+                 for b in aggs["by_kind"]["buckets"]},
+        by_importance_rule={b["key"]: b["doc_count"] for b in act["rules"]["buckets"]},
+        active=act["doc_count"], recalled=act["recalled"]["doc_count"], never_recalled=act["never"]["doc_count"],
+        most_recalled=tuple(_use(h) for h in act["recalled"]["top"]["hits"]["hits"]),
+        never_recalled_oldest=tuple(_use(h) for h in act["never"]["oldest"]["hits"]["hits"]),
+        recall_age={label: b["doc_count"] for (label, _), b in zip(AGE_BUCKETS, act["recalled"]["age"]["buckets"])},
+        superseded=by_status.get("superseded", 0), superseding=aggs["superseding"]["doc_count"],
+        restated=int(aggs["restated"]["value"] or 0))
+
+
+def plot(stats: Stats, path: str | Path) -> Path:
+    """Write a PNG dashboard (kinds by status, recall age, most recalled); needs matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise ConfigError("--plot needs matplotlib: pip install 'esmem[plot]'") from None
+    import warnings
+
+    fig = Figure(figsize=(13, 4), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax_kind, ax_age, ax_top = fig.subplots(1, 3)
+    kinds = sorted(stats.by_kind)
+    bottom = [0] * len(kinds)
+    for status in sorted({s for counts in stats.by_kind.values() for s in counts}):
+        values = [stats.by_kind[k].get(status, 0) for k in kinds]
+        ax_kind.bar(kinds, values, bottom=bottom, label=status)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    ax_kind.set_title("memories by kind")
+    if kinds:
+        ax_kind.legend()
+    ax_age.bar(list(stats.recall_age), list(stats.recall_age.values()))
+    ax_age.set_title("age when last recalled")
+    ax_age.tick_params(axis="x", labelrotation=45)
+    top = list(reversed(stats.most_recalled))
+    ax_top.barh([f"{m.content[:24]} ({m.id[:6]})" for m in top], [m.access_count for m in top])
+    ax_top.set_title(f"most recalled ({stats.never_recalled} of {stats.active} active never)")
+    fig.suptitle(f"esmem {stats.prefix}" + (f" / {stats.namespace}" if stats.namespace else ""))
+    path = Path(path)
+    with warnings.catch_warnings():  # CJK content renders as boxes without a CJK font; not an error
+        warnings.filterwarnings("ignore", message="Glyph .* missing")
+        try:
+            fig.savefig(path, format="png")
+        except OSError as e:
+            raise InvalidInput(f"cannot write {path}: {e.strerror or e}") from None
+    return path
