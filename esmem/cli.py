@@ -9,28 +9,18 @@ import sys
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, NoReturn
+from typing import Any, Callable
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from . import embedded
-from .engine import Engine
 from .errors import EsmemError
 from .install import check as check_drift
 from .install import install as install_artifacts
 from .ranking import RecallParams, iso, params_from_strings
+from .cli_common import _engine, _pairs, _store, err, fail, out
 from .store import MemoryStore, RecallResult
-
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, soft_wrap=True)
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    click.echo(f"error: {message.splitlines()[0]}", err=True)
-    sys.exit(code)
-
 
 class Group(click.Group):
     """Maps esmem's errors to a one-line message and exit code 2 (no traceback)."""
@@ -42,16 +32,6 @@ class Group(click.Group):
             fail(str(e))
 
 
-def _pairs(values: tuple[str, ...]) -> dict[str, str]:
-    out_: dict[str, str] = {}
-    for v in values:
-        if "=" not in v:
-            raise click.BadParameter(f"expected key=value, got {v!r}", param_hint="--set")
-        k, _, val = v.partition("=")
-        out_[k.strip()] = val.strip()
-    return out_
-
-
 @click.group(cls=Group)
 @click.option("--url", envvar="ESMEM_URL", default=None, help="Cluster URL (env ESMEM_URL).")
 @click.option("--prefix", envvar="ESMEM_PREFIX", default="esmem", show_default=True,
@@ -60,17 +40,6 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
 def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
     """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
     ctx.obj = {"url": url, "prefix": prefix}
-
-
-def _engine(ctx: click.Context) -> Engine:
-    url = ctx.obj["url"]
-    if not url:
-        fail("no cluster URL: pass --url or set ESMEM_URL (or start one with `esmem engine up`)")
-    return Engine(url)
-
-
-def _store(ctx: click.Context, params: RecallParams | None = None) -> MemoryStore:
-    return MemoryStore(_engine(ctx), ctx.obj["prefix"], params=params)
 
 
 # -- engine ------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def _policy(path: str | None) -> DecayPolicy:
 @click.option("--json", "as_json", is_flag=True)
 def config_cmd(path: str | None, sets: tuple[str, ...], as_json: bool) -> None:
     """Show the effective decay policy and the recall parameters it produces."""
-    from .cli import _pairs
+    from .cli_common import _pairs
 
     policy = _policy(path)
     params = params_from_strings(policy.params(), _pairs(sets))
@@ -52,7 +52,7 @@ def config_cmd(path: str | None, sets: tuple[str, ...], as_json: bool) -> None:
 @click.pass_context
 def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool, plot_path: str | None) -> None:
     """Monitoring: memories by kind/status, hit analysis, age of recalled memories, merges."""
-    from .cli import _store
+    from .cli_common import _store
 
     st = collect(_store(ctx), namespace, top=top)
     if plot_path:
@@ -96,7 +96,7 @@ def context_cmd(ctx: click.Context, query: str | None, namespace: str, k: int, b
                 budget_tokens: int | None, recent: int, order: str, messages_path: str | None,
                 policy_path: str | None, now: str | None, as_json: bool) -> None:
     """Recall and print the prompt block an agent pastes before its question."""
-    from .cli import _store
+    from .cli_common import _store
 
     if messages_path is None:
         if query is None:

@@ -1,0 +1,140 @@
+"""`esmem bench`: runs esmem.bench on the cluster of the `esmem` group and prints what it measured.
+
+The bench works under its own prefixes (`<prefix>-bench-<size>`, `...-merge`) and deletes them
+afterwards, so it never reads or writes the user's memories.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import click
+from rich.table import Table
+
+from .bench import PATHS, run
+from .cli_common import _engine, fail, out
+from .errors import EsmemError
+
+
+def _sizes(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in value.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter("sizes must be positive integers")
+    return sizes
+
+
+def latency_table(report: Mapping[str, Any]) -> Table:
+    table = Table(title=f"recall latency, ms ({report['engine']}, k={report['config']['k']}, "
+                        f"window={report['config']['window']}, {report['config']['queries']} queries)")
+    for col in ("size", "scope", "ns size", "path", "p50", "p95", "p99", "×(a) p50", "×(a) p95", "×(a) p99",
+                "took p50"):
+        table.add_column(col, justify="left" if col in ("scope", "path") else "right")
+    for r in report["runs"]:
+        for scope in r["latency"]:
+            for key, p in scope["paths"].items():
+                table.add_row(str(r["size"]), scope["scope"], str(scope["namespace_size"]), f"({key}) {PATHS[key]}",
+                              f"{p['p50']:.2f}", f"{p['p95']:.2f}", f"{p['p99']:.2f}", f"{p['ratio_p50']:.2f}",
+                              f"{p['ratio_p95']:.2f}", f"{p['ratio_p99']:.2f}", f"{p['took']['p50']:.1f}")
+            table.add_section()
+    return table
+
+
+def ingest_table(report: Mapping[str, Any]) -> Table:
+    table = Table(title="ingest (MemoryStore.remember_many) and index size")
+    for col in ("size", "policy", "memories", "seconds", "memories/s", "actions", "bytes/memory"):
+        table.add_column(col, justify="left" if col in ("policy", "actions") else "right")
+    for r in report["runs"]:
+        for row in r["ingest"]:
+            size = ""
+            if row["policy"] == "no merge":
+                idx = r["index"]
+                size = f"{idx['live']['bytes_per_memory']:.0f} ({idx['force_merged']['bytes_per_memory']:.0f} merged)"
+            actions = ", ".join(f"{k} {v}" for k, v in sorted(row["actions"].items()))
+            table.add_row(str(r["size"]), row["policy"], str(row["memories"]), f"{row['seconds']:.1f}",
+                          f"{row['per_second']:.0f}", actions, size)
+    return table
+
+
+def targets_table(report: Mapping[str, Any]) -> Table:
+    table = Table(title="targets (reported, not asserted)")
+    for col in ("size", "target", "scope", "value", "met"):
+        table.add_column(col, justify="right" if col in ("size", "value") else "left")
+    for r in report["runs"]:
+        for t in r["targets"]:
+            table.add_row(str(r["size"]), t["target"], t["scope"], f"{t['value']:.2f}", "yes" if t["met"] else "NO")
+    return table
+
+
+def _size(n: int) -> str:
+    return f"{n // 1000}k" if n >= 1000 and n % 1000 == 0 else str(n)
+
+
+def plot(report: Mapping[str, Any], path: Path) -> None:
+    """p50 (bar) and p99 (tick) per path and scope on a log scale, plus ingest throughput."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [(f"{_size(r['size'])}\n{s['scope']}\n({s['namespace_size']})", s["paths"])
+              for r in report["runs"] for s in r["latency"]]
+    fig, (lat, ing) = plt.subplots(1, 2, figsize=(max(8, 2.2 * len(groups)) + 4, 5),
+                                   gridspec_kw={"width_ratios": [max(2, len(groups)), 1]})
+    width = 0.8 / len(PATHS)
+    for j, key in enumerate(PATHS):
+        xs = [i + (j - (len(PATHS) - 1) / 2) * width for i in range(len(groups))]
+        lat.bar(xs, [g[key]["p50"] for _, g in groups], width, label=f"({key}) {PATHS[key]}")
+        lat.scatter(xs, [g[key]["p99"] for _, g in groups], marker="_", color="black", s=120)
+    lat.set_xticks(range(len(groups)), [label for label, _ in groups], fontsize=8)
+    lat.set_yscale("log")
+    lat.set_ylabel("ms (bar p50, tick p99)")
+    lat.legend(fontsize=8)
+    rows = [(f"{_size(r['size'])} {row['policy']}", row["per_second"]) for r in report["runs"] for row in r["ingest"]]
+    ing.bar(range(len(rows)), [v for _, v in rows], color="gray")
+    ing.set_xticks(range(len(rows)), [label for label, _ in rows], rotation=30, ha="right", fontsize=8)
+    ing.set_ylabel("memories/s")
+    fig.suptitle(f"esmem bench ({report['engine']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@click.option("--sizes", default="10000,100000", show_default=True, callback=_sizes,
+              help="Corpus sizes in memories, comma-separated; one run each.")
+@click.option("--namespaces", type=click.IntRange(1), default=100, show_default=True,
+              help="Namespaces per corpus (Zipf-distributed sizes).")
+@click.option("--queries", type=click.IntRange(2), default=200, show_default=True,
+              help="Measured queries over all namespaces; each of the two largest namespaces gets a quarter.")
+@click.option("--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--merge-sample", type=click.IntRange(1), default=10_000, show_default=True,
+              help="How many memories (the oldest) the with-merge ingest measurement writes.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also save a latency/throughput chart (PNG; needs matplotlib).")
+@click.pass_context
+def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
+           merge_sample: int, as_json: bool, plot_to: Path | None) -> None:
+    """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
+    fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
+    if namespaces > min(sizes):
+        raise click.BadParameter(f"{namespaces} namespaces do not fit {min(sizes)} memories", param_hint="--namespaces")
+    try:
+        report = run(_engine(ctx), ctx.obj["prefix"], sizes, namespaces=namespaces, queries=queries, k=k, seed=seed,
+                     merge_sample=merge_sample)
+    except EsmemError as e:
+        fail(str(e))
+    if plot_to is not None:
+        plot(report, plot_to)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    for table in (latency_table(report), ingest_table(report), targets_table(report)):
+        out.print(table)
+
+
+bench_cmd = click.command("bench")(_bench)

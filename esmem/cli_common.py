@@ -1,0 +1,45 @@
+"""What every esmem command shares: consoles, the one-line error exit, cluster and store access.
+
+A module of its own so that command modules (cli_agent, cli_bench) and cli itself import it
+without importing each other.
+"""
+from __future__ import annotations
+
+import sys
+from typing import NoReturn
+
+import click
+from rich.console import Console
+
+from .engine import Engine
+from .ranking import RecallParams
+from .store import MemoryStore
+
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    click.echo(f"error: {message.splitlines()[0]}", err=True)
+    sys.exit(code)
+
+
+def _pairs(values: tuple[str, ...]) -> dict[str, str]:
+    out_: dict[str, str] = {}
+    for v in values:
+        if "=" not in v:
+            raise click.BadParameter(f"expected key=value, got {v!r}", param_hint="--set")
+        k, _, val = v.partition("=")
+        out_[k.strip()] = val.strip()
+    return out_
+
+
+def _engine(ctx: click.Context) -> Engine:
+    url = ctx.obj["url"]
+    if not url:
+        fail("no cluster URL: pass --url or set ESMEM_URL (or start one with `esmem engine up`)")
+    return Engine(url)
+
+
+def _store(ctx: click.Context, params: RecallParams | None = None) -> MemoryStore:
+    return MemoryStore(_engine(ctx), ctx.obj["prefix"], params=params)

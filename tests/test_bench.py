@@ -1,0 +1,147 @@
+"""The benchmark on the real engine with tiny sizes: the corpus is reproducible, the report has every
+path, the naive scorer is what it claims, and the bench never touches the prefix it is given.
+Speed is reported by `esmem bench`, never asserted here: machines are noisy."""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from datetime import datetime, timezone
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from esmem.analysis import tokens
+from esmem.bench import PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
+from esmem.cli_bench import bench_cmd
+from esmem.engine import Engine
+from esmem.install import check
+from esmem.merge import MergePolicy
+from esmem.ranking import KINDS, RecallParams, epoch_ms, parse_time
+from esmem.store import MemoryStore
+
+NOW = datetime(2026, 10, 8, tzinfo=timezone.utc)
+
+
+def test_corpus_is_deterministic_for_a_seed() -> None:
+    one, again, other = generate(300, 5, 7, now=NOW), generate(300, 5, 7, now=NOW), generate(300, 5, 8, now=NOW)
+    assert one == again and one != other
+    assert make_queries(one, 10, 7) == make_queries(again, 10, 7)
+
+
+@pytest.mark.parametrize("n,m", [(300, 5), (10_000, 100), (1000, 1000), (7, 1), (100_000, 100)])
+def test_zipf_sizes_sum_to_n_and_fall_with_rank(n: int, m: int) -> None:
+    sizes = zipf_sizes(n, m)
+    assert sum(sizes) == n and len(sizes) == m and min(sizes) >= 1
+    assert sizes == sorted(sizes, reverse=True)
+
+
+def test_corpus_looks_like_agent_memories() -> None:
+    corpus = generate(2000, 20, 1, now=NOW)
+    items = corpus.items
+    assert Counter(s.memory.namespace for s in items) == dict(zip(corpus.namespaces, corpus.sizes))
+    assert set(TEMPLATES) == set(KINDS) and {s.memory.kind for s in items} == set(KINDS)
+    assert all(1 <= s.memory.importance <= 10 for s in items)
+    times = [parse_time(s.memory.valid_from) for s in items]
+    assert times == sorted(times) and (NOW - times[0]).days >= 700 and times[-1] <= NOW
+    restated = [s for s in items if s.restates is not None]
+    assert 0.07 <= len(restated) / len(items) <= 0.13
+    assert all(items[s.restates].memory.namespace == s.memory.namespace for s in restated)
+    han = sum(bool(re.search(r"[\u4e00-\u9fff]", s.memory.content)) for s in items)
+    latin = sum(bool(re.search(r"[A-Za-z]{3}", s.memory.content)) for s in items)
+    assert han > 500 and latin > 500
+    vocabulary = {w for words in SLOTS.values() for w in words}
+    for q in make_queries(corpus, 50, 1):
+        assert q.text.strip() and q.namespace in corpus.namespaces
+        assert any(w in q.text for w in vocabulary)
+
+
+def _plain_top1(docs: list[dict], query: str, now: datetime) -> str:
+    """The Generative Agents formula written out longhand: BM25 (k1 1.2, b 0.75) + recency (half-life
+    per kind on anchor_at) + importance, each min-max scaled, summed."""
+    params = RecallParams()
+    q = set(tokens(query, query=True))
+    bags = [tokens(d["content"]) for d in docs]
+    avgdl = sum(len(b) for b in bags) / len(bags)
+    rel = []
+    for bag in bags:
+        score = 0.0
+        for term in q:
+            df = sum(term in other for other in bags)
+            tf = bag.count(term)
+            if tf:
+                idf = math.log(1 + (len(bags) - df + 0.5) / (df + 0.5))
+                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(bag) / avgdl))
+        rel.append(score)
+    rec = []
+    for d in docs:
+        hl = params.half_life_of(d["kind"])
+        age = abs(epoch_ms(now) - int(d["anchor_at"]))
+        rec.append(1.0 if d["evergreen"] or hl is None else 0.5 ** (age / (hl.total_seconds() * 1000)))
+    imp = [d["importance"] for d in docs]
+
+    def scaled(xs: list[float]) -> list[float]:
+        return [(x - min(xs)) / (max(xs) - min(xs)) if max(xs) > min(xs) else 0.0 for x in xs]
+
+    total = [a + b + c for a, b, c in zip(scaled(rel), scaled(rec), scaled(imp))]
+    return min(range(len(docs)), key=lambda i: (-total[i], docs[i]["_id"]))
+
+def test_naive_top1_matches_a_plain_python_computation(engine: Engine, installed: str) -> None:
+    corpus = generate(120, 3, 3, now=NOW)
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False))
+    store.remember_many(corpus.inputs())
+    ns = corpus.namespaces[2]  # the smallest
+    docs, took = fetch_all(engine, store.alias, ns)
+    assert len(docs) == corpus.sizes[2] and took >= 0
+    for q in make_queries(corpus, 8, 3, namespace=ns):
+        ranked = naive_rank(docs, q.text, NOW, RecallParams(), 5)
+        assert len(ranked) == 5
+        assert ranked[0][0] == docs[_plain_top1(docs, q.text, NOW)]["_id"], q.text
+
+
+def test_cli_report_has_every_path_and_leaves_the_prefix_alone(engine: Engine, installed: str) -> None:
+    mine = MemoryStore(engine, installed)
+    mine.remember("我的真实记忆：周五前交周报", "me", importance=5)
+    group = click.Group()
+    group.add_command(bench_cmd)
+    res = CliRunner().invoke(group, ["bench", "--sizes", "300", "--namespaces", "5", "--queries", "10",
+                                     "--merge-sample", "60", "--seed", "1", "--json"],
+                             obj={"url": engine.url, "prefix": installed})
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["config"]["sizes"] == [300]
+    (run,) = report["runs"]
+    assert [s["scope"] for s in run["latency"]] == ["mixed", "#1 largest", "#2 largest"]
+    for scope in run["latency"]:
+        assert set(scope["paths"]) == set(PATHS) == {"a", "b", "c", "d"}
+        for key, p in scope["paths"].items():
+            assert p["n"] == scope["queries"]
+            for stat in ("p50", "p95", "p99"):
+                assert 0 < p[stat] and math.isfinite(p[f"ratio_{stat}"]) and p[f"ratio_{stat}"] > 0
+                assert stat in p["took"]
+            assert p["p50"] <= p["p95"] <= p["p99"]
+        assert scope["paths"]["a"]["ratio_p50"] == 1.0
+        assert {"fetch", "score"} <= set(scope["paths"]["d"])
+    ingest = {row["policy"]: row for row in run["ingest"]}
+    assert ingest["no merge"]["memories"] == 300 and ingest["merge"]["memories"] == 60
+    assert all(row["per_second"] > 0 and row["seconds"] > 0 for row in ingest.values())
+    assert ingest["no merge"]["actions"] == {"added": 300}
+    assert run["index"]["live"]["docs"] == 300 and run["index"]["live"]["bytes_per_memory"] > 0
+    assert run["index"]["force_merged"]["bytes_per_memory"] > 0
+    assert {t["target"] for t in run["targets"]} and all(isinstance(t["met"], bool) for t in run["targets"])
+    # the bench cleaned up after itself and never touched the prefix it was given
+    leftovers = engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"})
+    scripts = engine.request("GET", "/_cluster/state/metadata", params={"filter_path": "metadata.stored_scripts"})
+    assert leftovers == []
+    assert not [s for s in scripts.get("metadata", {}).get("stored_scripts", {}) if s.startswith(f"{installed}-bench-")]
+    assert mine.count("me") == 1 and check(engine, installed) == []
+
+
+def test_cli_rejects_more_namespaces_than_memories(engine: Engine, prefix: str) -> None:
+    group = click.Group()
+    group.add_command(bench_cmd)
+    res = CliRunner().invoke(group, ["bench", "--sizes", "10", "--namespaces", "20"],
+                             obj={"url": engine.url, "prefix": prefix})
+    assert res.exit_code == 2 and "namespaces" in res.output
