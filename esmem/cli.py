@@ -375,6 +375,34 @@ def _plot_sweep(path: Path, rows: list[tuple[str, dict[str, Any]]]) -> None:
     fig.savefig(path, dpi=120)
 
 
+@cli.command()
+@click.option("--data", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Dataset JSONL (default: the bundled datasets/demo.jsonl).")
+@click.pass_context
+def demo(ctx: click.Context, data: Path | None) -> None:
+    """The quickstart: engine (embedded unless --url/ESMEM_URL), install, demo memories, explained recalls."""
+    from .evaluate import load_dataset
+    from .install import install as put
+    from .templates import assets_root
+
+    if not ctx.obj["url"]:
+        err.print("no ESMEM_URL: starting the embedded OpenSearch (the first start builds it with Maven)...")
+        ctx.obj["url"] = embedded.up().url
+    eng = _engine(ctx)
+    report = put(eng, ctx.obj["prefix"])
+    out.print(f"engine {eng.info} at {eng.url}; install: {report.summary()}")
+    dataset = load_dataset(data or assets_root() / "datasets" / "demo.jsonl")
+    store = MemoryStore(eng, ctx.obj["prefix"])
+    results = store.remember_many([m for _, m in dataset.memories])
+    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate")}
+    out.print(f"remembered {len(results)} demo memories: {counts['added']} added, {counts['superseded']} merged "
+              f"(an update superseded an older rule), {counts['duplicate']} duplicate (already there)")
+    for q in dataset.queries:
+        res = store.recall(q.text, q.namespace, 3, now=q.now, touch=False, explain=True)
+        print_result(res, explain=True)
+    out.print(f"try: ESMEM_URL={eng.url} esmem explain '429 怎么重试' -n demo")
+
+
 def _register() -> None:
     from .cli_agent import config_cmd, context_cmd, stats_cmd
     from .cli_bench import bench_cmd
