@@ -65,7 +65,11 @@ def parse_dataset(lines: Iterable[str], name: str = "dataset") -> Dataset:
         if not isinstance(obj, dict) or obj.get("type") not in ("memory", "query"):
             raise InvalidInput(f"{name}:{n}: each line needs \"type\": \"memory\" or \"query\"")
         raw.append((n, obj))
-    first_now = next((o["now"] for _, o in raw if o["type"] == "query" and "now" in o), None)
+    first_q = next(((n, o["now"]) for n, o in raw if o["type"] == "query" and "now" in o), None)
+    try:
+        first_now = parse_time(first_q[1]) if first_q else None
+    except InvalidInput as e:
+        raise InvalidInput(f"{name}:{first_q[0]}: {e}") from None
     memories: list[tuple[str, MemoryInput]] = []
     queries: list[Query] = []
     ids: set[str] = set()
@@ -77,7 +81,7 @@ def parse_dataset(lines: Iterable[str], name: str = "dataset") -> Dataset:
                 if mid in ids:
                     raise InvalidInput(f"{where}: duplicate memory id {mid!r}")
                 ids.add(mid)
-                valid_from = obj.get("valid_from", first_now)
+                valid_from = obj.get("valid_from") or first_now
                 memories.append((mid, MemoryInput(
                     content=_require(obj, "content", str, where), namespace=obj.get("namespace", "default"),
                     kind=obj.get("kind", "fact"), importance=obj.get("importance"),

@@ -1,0 +1,118 @@
+"""Evaluation: metrics by hand, dataset validation, the rule-store experiment and LoCoMo conversion."""
+from __future__ import annotations
+
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from esmem.cli import cli
+from esmem.errors import InvalidInput
+from esmem.evaluate import Query, QueryOutcome, locomo_records, metrics, parse_dataset
+
+RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"
+T = datetime(2026, 10, 8, tzinfo=timezone.utc)
+
+
+def outcome(gold: tuple[str, ...], ranked: list[str], stale: tuple[str, ...] = ()) -> QueryOutcome:
+    return QueryOutcome(Query("q", "ns", "text", T, gold, stale), tuple(frozenset([r]) for r in ranked),
+                        context_chars=10, namespace_chars=100, latency_ms=1.0)
+
+
+def test_metrics_on_a_hand_computed_example() -> None:
+    m = metrics([
+        outcome(("a",), ["a", "b", "c"]),                      # hit at 1
+        outcome(("a", "b"), ["x", "a", "y", "z", "b"]),        # hits at 2 and 5
+        outcome(("a",), ["s", "x", "y"], stale=("s",)),        # miss, stale on top
+    ])
+    assert m["p@1"] == pytest.approx(1 / 3)
+    assert m["r@3"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert m["r@5"] == pytest.approx((1 + 1 + 0) / 3)
+    assert m["mrr"] == pytest.approx((1 + 0.5 + 0) / 3)
+    ndcg2 = (1 / math.log2(3) + 1 / math.log2(6)) / (1 + 1 / math.log2(3))
+    assert m["ndcg@5"] == pytest.approx((1 + ndcg2 + 0) / 3)
+    assert m["stale@1"] == pytest.approx(1 / 3)
+    assert m["saving"] == pytest.approx(0.9)
+
+
+def test_malformed_lines_are_reported_with_their_number() -> None:
+    good = '{"type": "memory", "id": "m1", "content": "x"}'
+    for lines, message in [
+        ([good, "{oops"], "d:2: invalid JSON"),
+        ([good, '{"type": "note", "id": "n"}'], "d:2: each line needs"),
+        ([good, '{"type": "memory", "id": "m2"}'], "d:2: missing required field 'content'"),
+        ([good, '{"type": "memory", "id": "m1", "content": "y"}'], "d:2: duplicate memory id"),
+        ([good, '{"type": "query", "id": "q", "text": "x", "now": "2026-01-01T00:00:00Z", "gold": []}'], "d:2: a query"),
+        ([good, '{"type": "query", "id": "q", "text": "x", "now": "soon", "gold": ["m1"]}'], "d:2: unparseable time"),
+        ([good, '{"type": "query", "id": "q", "text": "x", "now": "2026-01-01T00:00:00Z", "gold": ["m9"]}'], "m9"),
+    ]:
+        with pytest.raises(InvalidInput, match=message):
+            parse_dataset(lines, "d")
+
+
+def test_a_bad_dataset_writes_nothing(engine, prefix, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type": "memory", "id": "m1", "content": "x"}\n{"type": "memory", "id": "m2"}\n')
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", prefix, "eval", str(bad)])
+    assert res.exit_code == 2 and "bad.jsonl:2: missing required field" in res.output
+    assert engine.request("GET", f"/_cat/indices/{prefix}-*", params={"format": "json"}) == []
+
+
+def _eval_json(engine, prefix: str, *args: str) -> dict:
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", prefix, "eval", str(RULES), "--json", *args])
+    assert res.exit_code == 0, res.output
+    return json.loads(res.stdout)
+
+
+def test_rule_store_defaults_recency_and_json_schema(engine, prefix) -> None:
+    out = _eval_json(engine, prefix)
+    assert set(out) == {"overall", "groups", "config"}
+    assert set(out["groups"]) == {"normal", "conflict"}
+    keys = {"p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1", "context_chars", "namespace_chars",
+            "saving", "p50_ms", "p95_ms", "queries"}
+    assert set(out["overall"]) == keys and all(set(g) == keys for g in out["groups"].values())
+    assert out["groups"]["normal"]["queries"] == 14 and out["groups"]["conflict"]["queries"] == 5
+    # seed 002's result with esmem's defaults: merge fixes conflicts, nothing hurts the normal group
+    assert out["groups"]["normal"]["p@1"] == 1.0 and out["groups"]["conflict"]["p@1"] == 1.0
+    assert out["overall"]["stale@1"] == 0.0
+    assert out["config"]["recall"]["mode"] == "blend" and out["config"]["merge"]["enabled"] is True
+    recency = _eval_json(engine, prefix, "--baseline", "recency")
+    assert recency["overall"]["p@1"] <= 0.1
+    leftovers = engine.request("GET", f"/_cat/indices/{prefix}-*", params={"format": "json"})
+    assert leftovers == []  # evaluation cleans up its throwaway prefix
+
+
+def test_no_merge_half_life_sweep_shows_the_trade_off(engine, prefix) -> None:
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", prefix, "eval", str(RULES), "--json", "--no-merge",
+                                   "--set", "mode=multiply", "--set", "kind_half_lives=none",
+                                   "--sweep", "half_life=3d,14d,none"])
+    assert res.exit_code == 0, res.output
+    runs = {r["label"]: r for r in json.loads(res.stdout)["runs"]}
+    normal = [runs[f"half_life={v}"]["groups"]["normal"]["p@1"] for v in ("3d", "14d", "none")]
+    assert normal[0] < normal[1] < normal[2]  # the normal group degrades as the half-life shrinks
+    assert runs["half_life=none"]["groups"]["conflict"]["stale@1"] > 0  # without merge or decay, stale wins
+
+
+def test_locomo_conversion(tmp_path: Path) -> None:
+    conv = {"speaker_a": "Ann", "speaker_b": "Bo",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat"},
+                          {"speaker": "Bo", "dia_id": "D1:2", "text": "Nice!", "blip_caption": "a cat on a sofa"}],
+            "session_2_date_time": "10:00 am on 1 June, 2023",
+            "session_2": [{"speaker": "Ann", "dia_id": "D2:1", "text": "The cat is called Miso"}],
+            "session_3_date_time": "9:00 am on 1 July, 2023",
+            "qa": [{"question": "What is the cat called?", "answer": "Miso", "evidence": ["D2:1"], "category": 1},
+                   {"question": "Who has a dog?", "answer": "", "evidence": ["D1:1"], "category": 5},
+                   {"question": "Which pet?", "answer": "cat", "evidence": ["D1:1; D2:1"], "category": 4}]}
+    (tmp_path / "conv-x.json").write_text(json.dumps(conv))
+    recs = locomo_records(tmp_path)
+    mems = [r for r in recs if r["type"] == "memory"]
+    queries = [r for r in recs if r["type"] == "query"]
+    assert [m["content"] for m in mems] == ["Ann: I adopted a cat", "Bo: Nice! [shares a photo: a cat on a sofa]",
+                                            "Ann: The cat is called Miso"]
+    assert mems[0]["namespace"] == "conv-x" and mems[0]["valid_from"] == "2023-05-08T13:56:00.000Z"
+    assert [q["gold"] for q in queries] == [["conv-x/D2:1"], ["conv-x/D1:1", "conv-x/D2:1"]]  # category 5 left out
+    assert queries[0]["now"] == "2023-06-02T10:00:00.000Z" and queries[0]["group"] == "cat1"
