@@ -107,20 +107,11 @@ class Engine:
             raise _map_error(e, method, path) from None
 
     # -- typed helpers -----------------------------------------------------------------------
-    def exists(self, path: str) -> bool:
-        try:
-            self.request("HEAD", path)
-            return True
-        except NotFound:
-            return False
-
-    def bulk(self, lines: Iterable[dict[str, Any]], *, refresh: str | None = None,
-             routing: str | None = None) -> dict[str, Any]:
-        """`_bulk` with NDJSON built from action/source dicts; raises if any item failed."""
+    def bulk(self, lines: Iterable[dict[str, Any]], *, refresh: str | None = None) -> dict[str, Any]:
+        """`_bulk` with NDJSON built from action/source dicts; callers read the per-item results."""
         payload = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
         params = {"refresh": refresh} if refresh else None
-        resp = self.request("POST", "/_bulk", payload, params)
-        return resp
+        return self.request("POST", "/_bulk", payload, params)
 
     def close(self) -> None:
         self._client.close()

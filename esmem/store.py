@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 import uuid
 from collections import defaultdict
@@ -25,12 +24,12 @@ from .install import Names, require_installed
 from .merge import Candidate, Decision, MergePolicy, decide, overlap
 from .merge import jaccard as text_jaccard
 from .mmr import cosine, jaccard, mmr
-from .ranking import RecallParams, epoch_ms, iso, parse_time, utcnow
+from .ranking import KINDS, RecallParams, epoch_ms, iso, parse_time, utcnow
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 SOURCES = ("user", "agent", "tool")
 MAX_K = 1000
-MAX_QUERY_TERMS = 400  # per clause; content + entities stay under the engine's 1024-clause limit
+MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
 
 
 # -- value types -------------------------------------------------------------------------------
@@ -173,14 +172,10 @@ class MemoryStore:
         self.max_content_bytes = max_content_bytes
         self.max_future = max_future
         self.clock = clock
-        self._locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
-        self._locks_guard = threading.Lock()
 
     # -- write path ----------------------------------------------------------------------------
     def _doc(self, item: MemoryInput, now: datetime) -> dict[str, Any]:
         """Validate one input into an index document (importance filled in later if missing)."""
-        from .ranking import KINDS
-
         content = _check_content(item.content, self.max_content_bytes)
         check_namespace(item.namespace)
         if item.kind not in KINDS:
@@ -234,13 +229,10 @@ class MemoryStore:
                 d["importance"], d["importance_rule"] = score, rule
         return docs
 
-    def _lock(self, namespace: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks[namespace]
-
     def _lookup_body(self, doc: Mapping[str, Any]) -> dict[str, Any]:
         return {"id": self.names.script("lookup"), "params": {
-            "namespace": doc["namespace"], "query": doc["content"], "size": self.merge.candidates,
+            "namespace": doc["namespace"], "query": truncate_query(doc["content"], MAX_QUERY_TERMS),
+            "size": self.merge.candidates,
             "kinds_json": json.dumps([doc["kind"]])}}
 
     @staticmethod

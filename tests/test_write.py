@@ -208,6 +208,14 @@ def test_bad_input_is_refused_and_nothing_is_written(clocked: MemoryStore, chang
     assert clocked.get("bad", kept.id).content == "the one memory that must survive"
 
 
+def test_long_memories_merge_without_hitting_the_clause_limit(clocked: MemoryStore) -> None:
+    words = " ".join(f"w{i}" for i in range(6000))  # ~40 KB, far over the engine's 1024 clauses
+    first = clocked.remember(words, "long", kind="note")
+    again = clocked.remember(words + " w-extra", "long", kind="note")
+    assert first.action == "added" and again.action in ("duplicate", "superseded")
+    assert clocked.recall(words, "long", 1, touch=False).items[0].memory.content.startswith("w0 w1")
+
+
 def test_content_cap_is_configurable(engine, installed) -> None:
     small = MemoryStore(engine, installed, max_content_bytes=10)
     with pytest.raises(InvalidInput, match="10-byte cap"):
