@@ -1,7 +1,7 @@
 """A Python mirror of the index's analyzers, so MMR and the merge overlap see the engine's tokens.
 
 Engine chain (templates/index_template.json.j2): standard tokenizer (UAX #29 words, one token per
-Han character) -> cjk_width -> lowercase -> possessive_english -> English stop words -> cjk_bigram
+Han character) -> cjk_width -> lowercase -> possessive_english -> stop words (templates/stopwords_en.txt) -> cjk_bigram
 -> snowball English.
 `esmem_index` keeps CJK unigrams and bigrams; `esmem_search` keeps only bigrams (plus lone
 characters), which is the query-side dedup of seed 002: a bigram no longer counts its two unigrams
@@ -15,15 +15,15 @@ from functools import lru_cache
 import regex
 import snowballstemmer
 
+from .templates import stopwords
+
 MAX_TOKEN_LENGTH = 255  # the standard tokenizer's default
 _BOUNDARY = regex.compile(r"(?V1w)\b")
 _WORDLIKE = regex.compile(r"[\p{L}\p{N}\p{M}_\p{Extended_Pictographic}]")
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 _POSSESSIVE = ("'s", "\u2019s", "\uff07s")
 _stemmer = snowballstemmer.stemmer("english")
-# Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET, what the `_english_` stop list means.
-STOP_WORDS = frozenset("a an and are as at be but by for if in into is it no not of on or such that the their "
-                       "then there these they this to was will with".split())
+STOP_WORDS = stopwords()  # templates/stopwords_en.txt, also rendered into the index template
 
 
 def _fold_width(text: str) -> str:

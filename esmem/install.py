@@ -15,7 +15,7 @@ from typing import Any
 
 from .engine import Engine
 from .errors import NotFound, NotInstalled
-from .templates import assets_root, render, render_json
+from .templates import assets_root, render, render_json, stopwords
 
 MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
 
@@ -74,7 +74,7 @@ def _digest(obj: Any) -> str:
 def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> dict[str, Any]:
     return render_json("templates/index_template.json.j2", {
         "prefix": prefix, "family": engine.info.family, "major": engine.info.major,
-        "shards": shards, "replicas": replicas})
+        "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords()))})
 
 
 def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> list[Artifact]:

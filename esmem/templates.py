@@ -77,3 +77,10 @@ def parse_json(text: str, name: str) -> Any:
         lo, hi = max(0, e.lineno - 3), min(len(lines), e.lineno + 2)
         excerpt = "\n".join(f"{'>' if i + 1 == e.lineno else ' '} {i + 1:4d} | {lines[i]}" for i in range(lo, hi))
         raise TemplateRenderError(f"{name}:{e.lineno}:{e.colno}: invalid JSON after rendering: {e.msg}\n{excerpt}") from None
+
+
+@lru_cache(maxsize=1)
+def stopwords() -> frozenset[str]:
+    """templates/stopwords_en.txt: the one list the index analyzers and the Python mirror share."""
+    text = (assets_root() / "templates" / "stopwords_en.txt").read_text(encoding="utf-8")
+    return frozenset(w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#"))

@@ -27,6 +27,11 @@ def test_exact_tokens_english(engine: Engine, installed: str) -> None:
     assert analyze(engine, installed, "esmem_search", text) == ["i", "enjoy", "hike", "weekend"]
 
 
+def test_question_words_are_stop_words(engine: Engine, installed: str) -> None:
+    # LoCoMo misses: "what"/"did" matched chit-chat turns instead of the fact asked about
+    assert analyze(engine, installed, "esmem_search", "What did Caroline research?") == ["carolin", "research"]
+
+
 def test_weekend_finds_weekends(engine: Engine, installed: str, store) -> None:
     store.remember("I enjoy hiking on weekends", "u1")
     res = store.recall("what do I do at the weekend", "u1", touch=False)
