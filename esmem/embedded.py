@@ -25,12 +25,11 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 def engine_dir() -> Path:
     """The Maven project: ESMEM_ENGINE_DIR, the repo's engine/, or the copy inside the wheel."""
-    if os.environ.get("ESMEM_ENGINE_DIR"):
-        return Path(os.environ["ESMEM_ENGINE_DIR"])
-    for candidate in (PACKAGE_DIR.parent / "engine", PACKAGE_DIR / "_assets" / "engine"):
+    given = os.environ.get("ESMEM_ENGINE_DIR")
+    for candidate in ([Path(given)] if given else [PACKAGE_DIR.parent / "engine", PACKAGE_DIR / "_assets" / "engine"]):
         if (candidate / "pom.xml").exists():
             return candidate
-    raise EsmemError("embedded engine sources (engine/pom.xml) not found; set ESMEM_ENGINE_DIR")
+    raise EsmemError(f"embedded engine sources ({given or 'engine'}/pom.xml) not found; set ESMEM_ENGINE_DIR")
 
 
 def state_dir() -> Path:

@@ -11,7 +11,7 @@ from esmem.cli import cli
 
 
 @pytest.mark.slow
-def test_engine_up_status_down(tmp_path, monkeypatch) -> None:
+def test_engine_up_status_down(tmp_path, monkeypatch, engine_url) -> None:  # engine_url: skip/fail like the rest
     monkeypatch.setenv("ESMEM_HOME", str(tmp_path))
     runner = CliRunner()
     up = runner.invoke(cli, ["engine", "up", "--heap", "512m"])
