@@ -19,7 +19,7 @@ from .errors import EsmemError
 from .install import check as check_drift
 from .install import install as install_artifacts
 from .ranking import RecallParams, iso, params_from_strings
-from .cli_common import _engine, _pairs, _store, err, fail, out
+from .cli_common import _engine, _pairs, _store, err, fail, out, resolve_query
 from .store import MemoryStore, RecallResult
 
 class Group(click.Group):
@@ -137,7 +137,9 @@ def remember(ctx: click.Context, content: str, namespace: str, kind: str, import
 
 def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed([
-        click.argument("query"),
+        click.argument("query", required=False),
+        click.option("--from-messages", "messages_path", default=None,
+                     help="Build the query from a conversation JSON file (fillers dropped) instead of QUERY."),
         click.option("-n", "--namespace", required=True),
         click.option("-k", "k", type=int, default=5, show_default=True),
         click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value."),
@@ -149,10 +151,11 @@ def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
-def _recall(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[str, ...], now: str | None,
-            as_of: str | None, touch: bool, explain: bool) -> RecallResult:
+def _recall(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
+            sets: tuple[str, ...], now: str | None, as_of: str | None, touch: bool, explain: bool) -> RecallResult:
     params = params_from_strings(RecallParams(), _pairs(sets))
-    return _store(ctx, params).recall(query, namespace, k, now=now, as_of=as_of, touch=touch, explain=explain)
+    return _store(ctx, params).recall(resolve_query(query, messages_path), namespace, k, now=now, as_of=as_of,
+                                      touch=touch, explain=explain)
 
 
 def result_json(res: RecallResult) -> dict[str, Any]:
@@ -195,10 +198,11 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
 @click.option("--no-touch", is_flag=True, help="Read-only: no reheat write-back.")
 @click.option("--explain", "explain_", is_flag=True, help="Show per-term BM25 contributions.")
 @click.pass_context
-def recall(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[str, ...], now: str | None,
-           as_of: str | None, as_json: bool, no_touch: bool, explain_: bool) -> None:
-    """Recall the top-k memories of a namespace for a query."""
-    res = _recall(ctx, query, namespace, k, sets, now, as_of, not no_touch, explain_)
+def recall(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
+           sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool, no_touch: bool,
+           explain_: bool) -> None:
+    """Recall the top-k memories of a namespace for a query (or for a conversation)."""
+    res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, not no_touch, explain_)
     if as_json:
         click.echo(json.dumps(result_json(res), ensure_ascii=False))
     else:
@@ -208,10 +212,10 @@ def recall(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[s
 @cli.command()
 @_recall_options
 @click.pass_context
-def explain(ctx: click.Context, query: str, namespace: str, k: int, sets: tuple[str, ...], now: str | None,
-            as_of: str | None, as_json: bool) -> None:
+def explain(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
+            sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool) -> None:
     """Recall read-only and show why each memory ranked where it did."""
-    res = _recall(ctx, query, namespace, k, sets, now, as_of, False, True)
+    res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, False, True)
     if as_json:
         click.echo(json.dumps(result_json(res), ensure_ascii=False))
     else:

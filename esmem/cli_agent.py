@@ -10,8 +10,6 @@ import json
 import click
 
 from .context import ORDERS, build_context
-from .dialogue import build_query, read_messages
-from .errors import InvalidInput
 from .policy import DecayPolicy, load_policy
 from .ranking import params_from_strings
 from .stats import collect, plot
@@ -96,17 +94,9 @@ def context_cmd(ctx: click.Context, query: str | None, namespace: str, k: int, b
                 budget_tokens: int | None, recent: int, order: str, messages_path: str | None,
                 policy_path: str | None, now: str | None, as_json: bool) -> None:
     """Recall and print the prompt block an agent pastes before its question."""
-    from .cli_common import _store
+    from .cli_common import _store, resolve_query
 
-    if messages_path is None:
-        if query is None:
-            raise InvalidInput("give either QUERY or --from-messages FILE")
-    else:
-        if query is not None:
-            raise InvalidInput("give either QUERY or --from-messages FILE, not both")
-        query = build_query(read_messages(messages_path))
-        if not query:
-            raise InvalidInput(f"{messages_path}: no message has anything to search for (only fillers)")
+    query = resolve_query(query, messages_path)
     params = _policy(policy_path).params().with_(recent_n=recent)
     store = _store(ctx, params)
     result = store.recall(query, namespace, k, now=now)

@@ -43,3 +43,20 @@ def _engine(ctx: click.Context) -> Engine:
 
 def _store(ctx: click.Context, params: RecallParams | None = None) -> MemoryStore:
     return MemoryStore(_engine(ctx), ctx.obj["prefix"], params=params)
+
+
+def resolve_query(query: str | None, messages_path: str | None) -> str:
+    """QUERY, or the query built from a conversation file (fillers dropped), never both."""
+    from .dialogue import build_query, read_messages
+    from .errors import InvalidInput
+
+    if messages_path is None:
+        if query is None:
+            raise InvalidInput("give either QUERY or --from-messages FILE")
+        return query
+    if query is not None:
+        raise InvalidInput("give either QUERY or --from-messages FILE, not both")
+    built = build_query(read_messages(messages_path))
+    if not built:
+        raise InvalidInput(f"{messages_path}: no message has anything to search for (only fillers)")
+    return built

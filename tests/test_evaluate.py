@@ -116,3 +116,12 @@ def test_locomo_conversion(tmp_path: Path) -> None:
     assert mems[0]["namespace"] == "conv-x" and mems[0]["valid_from"] == "2023-05-08T13:56:00.000Z"
     assert [q["gold"] for q in queries] == [["conv-x/D2:1"], ["conv-x/D1:1", "conv-x/D2:1"]]  # category 5 left out
     assert queries[0]["now"] == "2023-06-02T10:00:00.000Z" and queries[0]["group"] == "cat1"
+
+
+def test_sweep_plot_is_a_png(engine, prefix, tmp_path: Path) -> None:
+    png = tmp_path / "sweep.png"
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", prefix, "eval", str(RULES), "--no-misses",
+                                   "--sweep", "mmr_lambda=0.5,1.0", "--plot", str(png)])
+    assert res.exit_code == 0, res.output
+    assert "mmr_lambda=0.5" in res.stdout and "mmr_lambda=1.0" in res.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

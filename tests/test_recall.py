@@ -230,3 +230,20 @@ def test_cli_bad_input_exits_2_with_one_line(plain: MemoryStore, args: list[str]
     res = CliRunner().invoke(cli, ["--url", plain.engine.url, "--prefix", plain.names.prefix, *args])
     assert res.exit_code == 2, res.output
     assert len(res.output.strip().splitlines()) == 1 and res.output.startswith("error: ")
+
+
+def test_cli_recall_from_messages_and_json(plain: MemoryStore, tmp_path) -> None:
+    plain.remember_many([MemoryInput("订单服务的缓存用 Redis 7，淘汰策略是 allkeys-lru", "msg", kind="fact"),
+                         MemoryInput("周末想去杭州徒步", "msg", kind="intent")])
+    chat = tmp_path / "chat.json"
+    chat.write_text(json.dumps([{"role": "user", "content": "Redis 缓存的淘汰策略怎么配？"},
+                                {"role": "assistant", "content": "先看 maxmemory-policy。"},
+                                {"role": "user", "content": "好的，继续"}], ensure_ascii=False), encoding="utf-8")
+    base = ["--url", plain.engine.url, "--prefix", plain.names.prefix]
+    res = CliRunner().invoke(cli, [*base, "recall", "--from-messages", str(chat), "-n", "msg", "-k", "1", "--json",
+                                   "--no-touch"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    assert "Redis" in out["query"] and out["items"][0]["content"].startswith("订单服务的缓存用 Redis 7")
+    both = CliRunner().invoke(cli, [*base, "recall", "redis", "--from-messages", str(chat), "-n", "msg"])
+    assert both.exit_code == 2 and "not both" in both.output

@@ -240,3 +240,25 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
     store = MemoryStore(engine, installed)
     assert store.count("imp2", status=None) == 0
     assert store.count("imp") == 24
+
+
+def test_cli_remember_dry_run_history_and_restore(engine, installed) -> None:
+    MemoryStore(engine, installed).remember_many(_inputs([o for o in rule_lines() if o["id"].startswith("r")], "bg"))
+    runner = CliRunner()
+    base = ["--url", engine.url, "--prefix", installed]
+    first = runner.invoke(cli, [*base, "remember", "每周日把 Markdown 源文件备份到本机的 blog-backup 目录，保留 30 天",
+                                "-n", "cli", "--kind", "rule", "--json"])
+    old_id = json.loads(first.stdout)["id"]
+    text = "每周日把 Markdown 源文件备份到 NAS 的 blog-backup 目录，保留 90 天"
+    dry = runner.invoke(cli, [*base, "remember", text, "-n", "cli", "--kind", "rule", "--dry-run"])
+    assert dry.exit_code == 0 and dry.stdout.startswith(f"(dry run) superseded {old_id}")
+    assert "bm25=" in dry.stdout and "overlap=" in dry.stdout
+    real = runner.invoke(cli, [*base, "remember", text, "-n", "cli", "--kind", "rule", "--json"])
+    new_id = json.loads(real.stdout)["id"]
+    hist = runner.invoke(cli, [*base, "history", new_id, "-n", "cli"])
+    assert [line.split()[:2] for line in hist.stdout.splitlines()] == [[old_id, "superseded"], [new_id, "active"]]
+    undo = runner.invoke(cli, [*base, "restore", old_id, "-n", "cli"])
+    assert undo.exit_code == 0 and undo.stdout.strip() == f"{old_id} is active again"
+    assert MemoryStore(engine, installed).get("cli", new_id).status == "retired"
+    missing = runner.invoke(cli, [*base, "history", "nope", "-n", "cli"])
+    assert missing.exit_code == 2 and missing.output.startswith("error: no memory 'nope'")
