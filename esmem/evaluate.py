@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .engine import Engine
-from .errors import EsmemError, InvalidInput
-from .install import Names, install
+from .errors import InvalidInput
+from .install import install, uninstall
 from .merge import MergePolicy
 from .ranking import RecallParams, iso, parse_time
 from .store import MemoryInput, MemoryStore, Recalled
@@ -280,22 +280,8 @@ class Evaluation:
 
     def close(self) -> None:
         for store, _, _ in self._stores.values():
-            _remove(self.engine, store.names.prefix)
+            uninstall(self.engine, store.names.prefix)
         self._stores.clear()
-
-
-def _remove(engine: Engine, prefix: str) -> None:
-    names = Names(prefix)
-    for row in engine.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
-        engine.request("DELETE", f"/{row['index']}")
-    try:
-        engine.request("DELETE", f"/_index_template/{names.index_template}")
-    except EsmemError:
-        pass
-    state = engine.request("GET", "/_cluster/state/metadata", params={"filter_path": "metadata.stored_scripts"})
-    for sid in (state.get("metadata", {}).get("stored_scripts") or {}):
-        if sid.startswith(f"{prefix}-"):
-            engine.request("DELETE", f"/_scripts/{sid}")
 
 
 def report(outcomes: Sequence[QueryOutcome]) -> dict[str, Any]:

@@ -225,3 +225,19 @@ def require_installed(engine: Engine, prefix: str) -> str:
     if current_index(engine, prefix) is None:
         raise NotInstalled(f"no esmem index under prefix '{prefix}' at {engine.url}: run `esmem install`")
     return Names(prefix).alias
+
+
+def uninstall(engine: Engine, prefix: str) -> None:
+    """Delete exactly what `install` puts under `prefix` (never another prefix's data). Names come
+    from the asset file names, not from rendering them, so removal works even for a broken template."""
+    names = Names(prefix)
+    for row in engine.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
+        engine.request("DELETE", f"/{row['index']}")
+    root = assets_root()
+    stems = [p.stem for p in (root / "painless").glob("*.painless")] + \
+        [p.name.removesuffix(".mustache.j2") for p in (root / "templates" / "search").glob("*.mustache.j2")]
+    for path in [f"/_index_template/{names.index_template}"] + [f"/_scripts/{names.script(s)}" for s in stems]:
+        try:
+            engine.request("DELETE", path)
+        except NotFound:
+            pass

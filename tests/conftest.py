@@ -19,7 +19,7 @@ import pytest
 from esmem import embedded
 from esmem.engine import Engine
 from esmem.errors import EsmemError
-from esmem.install import Names, install
+from esmem.install import install, uninstall
 from esmem.store import MemoryStore
 
 OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.1"
@@ -140,26 +140,11 @@ def engine(engine_url: str) -> Iterator[Engine]:
     eng.close()
 
 
-def cleanup(eng: Engine, prefix: str) -> None:
-    """Remove everything installed under a test prefix (and nothing else)."""
-    names = Names(prefix)
-    for row in eng.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
-        eng.request("DELETE", f"/{row['index']}")
-    try:
-        eng.request("DELETE", f"/_index_template/{names.index_template}")
-    except EsmemError:
-        pass
-    scripts = eng.request("GET", "/_cluster/state/metadata", params={"filter_path": "metadata.stored_scripts"})
-    for sid in (scripts.get("metadata", {}).get("stored_scripts") or {}):
-        if sid.startswith(f"{prefix}-"):
-            eng.request("DELETE", f"/_scripts/{sid}")
-
-
 @pytest.fixture
 def prefix(engine: Engine) -> Iterator[str]:
     p = f"t{uuid.uuid4().hex[:12]}"
     yield p
-    cleanup(engine, p)
+    uninstall(engine, p)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from esmem.cli import cli
 from esmem.engine import Engine
 from esmem.errors import TemplateRenderError
-from esmem.install import Names, check, current_index, install
+from esmem.install import Names, check, current_index, install, uninstall
 from esmem.templates import render, render_json
 
 
@@ -65,6 +65,19 @@ def test_migrate_reindexes_and_swaps_the_alias(engine: Engine, prefix: str, stor
     assert new != old and any("migrated" in c for c in migrated.created)
     doc = engine.request("GET", f"/{Names(prefix).alias}/_doc/x", params={"routing": "n"})
     assert doc["_source"]["content"] == "kept"
+
+
+def test_uninstall_removes_only_its_own_prefix(engine: Engine, prefix: str) -> None:
+    other = prefix + "x"
+    install(engine, prefix)
+    install(engine, other)
+    try:
+        uninstall(engine, prefix)
+        gone = check(engine, prefix)  # index template, 7 scripts and templates, the index
+        assert len(gone) == 9 and all(line.endswith(": missing") for line in gone)
+        assert check(engine, other) == []
+    finally:
+        uninstall(engine, other)
 
 
 def test_unknown_variable_fails_with_the_file_name(tmp_path: Path) -> None:
