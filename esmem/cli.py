@@ -129,7 +129,8 @@ def remember(ctx: click.Context, content: str, namespace: str, kind: str, import
         click.echo(json.dumps(asdict(res), ensure_ascii=False))
         return
     what = {"added": "added", "superseded": f"superseded {', '.join(res.superseded)}",
-            "duplicate": f"duplicate of {res.duplicate_of}"}[res.action]
+            "duplicate": f"duplicate of {res.duplicate_of}",
+            "outdated": f"outdated by {res.outdated_by} (kept as history)"}[res.action]
     click.echo(f"{'(dry run) ' if dry_run else ''}{what} -> {res.id}")
     for mid, sc in res.scores.items():
         click.echo(f"  candidate {mid}: bm25={sc['bm25']:.2f} overlap={sc['overlap']:.2f}")
@@ -240,9 +241,9 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"importing {file.name}", total=len(items))
         results = store.remember_many(items, dry_run=dry_run, progress=lambda n: bar.advance(task, n))
-    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate")}
+    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate", "outdated")}
     click.echo(f"{'(dry run) ' if dry_run else ''}{len(results)} memories: {counts['added']} added, "
-               f"{counts['superseded']} merged, {counts['duplicate']} duplicate")
+               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated")
 
 
 # -- history / restore -------------------------------------------------------------------------
@@ -389,7 +390,8 @@ def demo(ctx: click.Context, data: Path | None) -> None:
     from .install import install as put
     from .templates import assets_root
 
-    if not ctx.obj["url"]:
+    started = not ctx.obj["url"]
+    if started:
         err.print("no ESMEM_URL: starting the embedded OpenSearch (the first start builds it with Maven)...")
         ctx.obj["url"] = embedded.up().url
     eng = _engine(ctx)
@@ -398,13 +400,15 @@ def demo(ctx: click.Context, data: Path | None) -> None:
     dataset = load_dataset(data or assets_root() / "datasets" / "demo.jsonl")
     store = MemoryStore(eng, ctx.obj["prefix"])
     results = store.remember_many([m for _, m in dataset.memories])
-    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate")}
+    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate", "outdated")}
     out.print(f"remembered {len(results)} demo memories: {counts['added']} added, {counts['superseded']} merged "
-              f"(an update superseded an older rule), {counts['duplicate']} duplicate (already there)")
+              f"(an update superseded an older rule), {counts['duplicate']} duplicate (already there), "
+              f"{counts['outdated']} outdated (older than what is there: kept as history)")
     for q in dataset.queries:
         res = store.recall(q.text, q.namespace, 3, now=q.now, touch=False, explain=True)
         print_result(res, explain=True)
-    out.print(f"try: ESMEM_URL={eng.url} esmem explain '429 怎么重试' -n demo")
+    out.print(f"try: ESMEM_URL={eng.url} esmem explain '429 怎么重试' -n demo"
+              + ("   (the embedded engine keeps running: `esmem engine down` stops it)" if started else ""))
 
 
 def _register() -> None:

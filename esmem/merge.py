@@ -8,6 +8,9 @@ namespace's active memories, same analysis as recall). The decision:
                is reinforced (importance = max, restated_count + 1, recency anchor moved to the new time)
 - supersede  : same kind, BM25 >= min_bm25 and token overlap >= min_overlap -> the new memory is
                indexed active with `supersedes`, the old one becomes superseded (never deleted)
+- outdated   : a supersede whose active match is NEWER than the new memory (an old statement
+               arriving late, e.g. a re-import): the new memory is stored as history, superseded by
+               that match, instead of replacing it
 - add        : anything else
 
 Both measures use the two memories' search-analyzer token sets (CJK bigrams, stemmed words).
@@ -55,7 +58,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "add" | "supersede" | "duplicate"
+    action: str  # "add" | "supersede" | "duplicate" | "outdated"
     targets: tuple[Candidate, ...] = ()
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # id -> {bm25, overlap}
 
@@ -76,8 +79,10 @@ def jaccard(a: str, b: str) -> float:
     return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
-def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy) -> Decision:
-    """Pure decision over the lookup's candidates (already same namespace, active, same kind)."""
+def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
+           valid_from: str | None = None) -> Decision:
+    """Pure decision over the lookup's candidates (already same namespace, active, same kind).
+    `valid_from` (ISO, as stored) lets a late-arriving older statement become history."""
     if not policy.enabled:
         return Decision("add")
     scores = {c.id: {"bm25": c.bm25, "overlap": overlap(content, c.source["content"]),
@@ -91,6 +96,9 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
         return Decision("add", (), scores)
     hits = tuple(c for c in same_kind
                  if c.bm25 >= policy.min_bm25 and scores[c.id]["overlap"] >= policy.min_overlap)
+    newer = [c for c in hits if valid_from is not None and c.source.get("valid_from", "") > valid_from]
+    if newer:
+        return Decision("outdated", (max(newer, key=lambda c: c.source["valid_from"]),), scores)
     if hits:
         return Decision("supersede", hits, scores)
     return Decision("add", (), scores)

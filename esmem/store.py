@@ -92,12 +92,14 @@ class Memory:
 
 @dataclass(frozen=True)
 class WriteResult:
-    """What `remember` did: `added`, `superseded` (ids it replaced) or `duplicate` (of id)."""
+    """What `remember` did: `added`, `superseded` (ids it replaced), `duplicate` (of id) or
+    `outdated` (stored as history: a newer active memory on the same topic exists)."""
 
     action: str
     id: str
     superseded: tuple[str, ...] = ()
     duplicate_of: str | None = None
+    outdated_by: str | None = None
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     dry_run: bool = False
 
@@ -310,10 +312,13 @@ class MemoryStore:
         for pos, (doc_id, d, dec) in enumerate(zip(ids, batch, decisions)):
             if dec.action == "supersede":
                 d["supersedes"] = [t.id for t in dec.targets]
+            if dec.action == "outdated":
+                d.update(status="superseded", superseded_by=dec.targets[0].id,
+                         invalid_at=dec.targets[0].source["valid_from"])
             if dec.action != "duplicate":
                 actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}}, d]
                 owners.append((pos, None))
-            for t in dec.targets:
+            for t in (dec.targets if dec.action != "outdated" else ()):
                 actions += [{"update": {"_index": self.alias, "_id": t.id, "routing": d["namespace"],
                                         "if_seq_no": t.seq_no, "if_primary_term": t.primary_term}},
                             {"doc": self._target_update(dec.action, t, doc_id, d)}]
@@ -328,8 +333,11 @@ class MemoryStore:
                 raise EngineError(f"bulk write failed: {outcome['error']}")
         results = [self._resolve_conflict(doc_id, d, dec, failed[pos]) if pos in failed else self._result(doc_id, dec)
                    for pos, (doc_id, d, dec) in enumerate(zip(ids, batch, decisions))]
+        for r, d in zip(results, batch):
+            if r.action == "outdated":
+                self._link(d["namespace"], r.outdated_by, r.id)
         if self.merge.enabled:
-            self._settle([(r.id, d) for r, d in zip(results, batch) if r.action != "duplicate"])
+            self._settle([(r.id, d) for r, d in zip(results, batch) if r.action in ("added", "superseded")])
         return results
 
     def _settle(self, written: list[tuple[str, dict[str, Any]]]) -> None:
@@ -346,7 +354,8 @@ class MemoryStore:
         for (doc_id, d), r in zip(written, resp["responses"]):
             if "error" in r:
                 raise EngineError(f"merge lookup failed: {r['error']}")
-            for twin in decide(d["content"], d["kind"], self._candidates(r, exclude=doc_id), self.merge).targets:
+            twins = decide(d["content"], d["kind"], self._candidates(r, exclude=doc_id), self.merge).targets
+            for twin in twins:
                 mine = (d["valid_from"], d["recorded_at"], doc_id)
                 theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
                 winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
@@ -415,6 +424,9 @@ class MemoryStore:
         if dec.action == "supersede":
             return WriteResult("superseded", doc_id, tuple(t.id for t in dec.targets), scores=dec.scores,
                                dry_run=dry_run)
+        if dec.action == "outdated":
+            return WriteResult("outdated", doc_id, outdated_by=dec.targets[0].id, scores=dec.scores,
+                               dry_run=dry_run)
         return WriteResult("added", doc_id, scores=dec.scores, dry_run=dry_run)
 
     def _resolve_conflict(self, doc_id: str, doc: dict[str, Any], dec: Decision,
@@ -425,9 +437,15 @@ class MemoryStore:
         kept = [t.id for t in dec.targets if t.id not in failed]
         for _ in range(attempts):
             self.engine.request("POST", f"/{self.alias}/_refresh")
-            new_dec = decide(doc["content"], doc["kind"], self._lookup(doc, exclude=doc_id), self.merge)
+            new_dec = decide(doc["content"], doc["kind"], self._lookup(doc, exclude=doc_id), self.merge,
+                             doc["valid_from"])
             if indexed and new_dec.action == "duplicate":  # it exists now: let it replace the twin
                 new_dec = Decision("supersede", new_dec.targets, new_dec.scores)
+            if new_dec.action == "outdated":
+                if not indexed:
+                    self._index(doc_id, doc)
+                self._retire(ns, doc_id, new_dec.targets[0].id)
+                return self._result(doc_id, new_dec)
             try:
                 if new_dec.action != "duplicate" and not indexed:
                     self._index(doc_id, doc)
@@ -647,7 +665,7 @@ def read_jsonl(path: str, default_namespace: str = "default") -> list[MemoryInpu
 
 
 def decide_for(resp: Mapping[str, Any], doc: Mapping[str, Any], policy: MergePolicy) -> Decision:
-    return decide(doc["content"], doc["kind"], MemoryStore._candidates(resp), policy)
+    return decide(doc["content"], doc["kind"], MemoryStore._candidates(resp), policy, doc["valid_from"])
 
 
 _WEIGHT = re.compile(r"^weight\(([\w.]+):(.+?) in \d+\)")

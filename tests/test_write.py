@@ -232,7 +232,7 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
     base = ["--url", engine.url, "--prefix", installed]
     res = runner.invoke(cli, [*base, "import", str(good)])
     assert res.exit_code == 0, res.output
-    assert res.stdout.strip() == "29 memories: 24 added, 5 merged, 0 duplicate"
+    assert res.stdout.strip() == "29 memories: 24 added, 5 merged, 0 duplicate, 0 outdated"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(lines[0] + "\n" + '{"content": "x", "namespace": "imp2"}\n{"content": oops}\n', encoding="utf-8")
     res = runner.invoke(cli, [*base, "import", str(bad)])
@@ -240,6 +240,26 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
     store = MemoryStore(engine, installed)
     assert store.count("imp2", status=None) == 0
     assert store.count("imp") == 24
+    again = runner.invoke(cli, [*base, "import", str(good)])  # a re-import adds nothing active
+    assert again.stdout.strip() == "29 memories: 0 added, 0 merged, 24 duplicate, 5 outdated"
+    assert store.count("imp") == 24
+    newest = {h.memory.external_id for h in store.recall("429 怎么重试", "imp", 1, touch=False).items}
+    assert newest == {"r09"}
+
+
+def test_late_older_statement_becomes_history(clocked: MemoryStore) -> None:
+    clocked.remember_many(_inputs([o for o in rule_lines() if o["id"].startswith("r")], "bg"))
+    lines = {o["id"]: o for o in rule_lines()}
+    new = clocked.remember(lines["r09"]["content"], "late", kind="rule", valid_from="2026-08-21T09:00:00Z")
+    old = clocked.remember(lines["s01"]["content"], "late", kind="rule", valid_from="2026-07-05T09:00:00Z")
+    assert old.action == "outdated" and old.outdated_by == new.id
+    stored = clocked.get("late", old.id)
+    assert stored.status == "superseded" and stored.superseded_by == new.id
+    assert stored.invalid_at == parse_time("2026-08-21T09:00:00Z")
+    assert [m.id for m in clocked.history("late", new.id)] == [old.id, new.id]
+    assert clocked.count("late") == 1
+    past = clocked.recall("429 怎么重试", "late", 5, as_of="2026-08-01T00:00:00Z", now=NOW, touch=False)
+    assert [r.memory.id for r in past.items] == [old.id]
 
 
 def test_cli_remember_dry_run_history_and_restore(engine, installed) -> None:
