@@ -33,10 +33,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from . import ranking
 from .analysis import tokens
 from .engine import Engine
-from .errors import NotFound
-from .install import Names, artifacts, install
+from .install import Names, install, uninstall
 from .merge import MergePolicy
-from .ranking import KINDS, RecallParams, utcnow
+from .ranking import RecallParams, utcnow
 from .store import MemoryInput, MemoryStore
 
 # -- vocabulary --------------------------------------------------------------------------------
@@ -153,7 +152,6 @@ class Corpus:
     items: tuple[Synthetic, ...]
     sizes: tuple[int, ...]  # memories per namespace, namespaces[i] has sizes[i]
     namespaces: tuple[str, ...]
-    seed: int
 
     def inputs(self) -> list[MemoryInput]:
         return [s.memory for s in self.items]
@@ -226,7 +224,7 @@ def generate(n: int, m: int, seed: int = 0, *, now: datetime | None = None, rest
             progress(1000)
     if progress:
         progress(n % 1000)
-    return Corpus(tuple(items), tuple(sizes), namespaces, seed)
+    return Corpus(tuple(items), tuple(sizes), namespaces)
 
 
 @dataclass(frozen=True)
@@ -325,12 +323,13 @@ PATHS: Mapping[str, str] = {
     "d": "naive fetch-all + Python",
 }
 Timings = Mapping[str, float]  # what a path reports besides wall time: engine `took`, fetch time
+RECENT_N = 3  # recent-N of path (c)
 
 
 class Paths:
     """The four recall paths over one installed prefix, each returning its extra timings (ms)."""
 
-    def __init__(self, engine: Engine, prefix: str, k: int, recent_n: int = 3):
+    def __init__(self, engine: Engine, prefix: str, k: int, recent_n: int = RECENT_N):
         self.engine = engine
         self.k = k
         self.names = Names(prefix)
@@ -407,18 +406,6 @@ def measure(calls: Mapping[str, Callable[[Query], Timings]], queries: Sequence[Q
 
 
 # -- one run -----------------------------------------------------------------------------------
-def drop(engine: Engine, prefix: str) -> None:
-    """Delete exactly what `install` puts under a bench prefix (never another prefix's data)."""
-    for row in engine.request("GET", f"/_cat/indices/{Names(prefix).alias}-*", params={"format": "json", "h": "index"}):
-        engine.request("DELETE", f"/{row['index']}")
-    for art in artifacts(engine, prefix):
-        try:
-            engine.request("DELETE", f"/_index_template/{art.name}" if art.kind == "index_template"
-                           else f"/_scripts/{art.name}")
-        except NotFound:
-            pass
-
-
 def ingest(engine: Engine, prefix: str, items: Sequence[MemoryInput], merge: MergePolicy,
            advance: Callable[[int], None]) -> dict[str, Any]:
     """Throughput of `remember_many` as callers get it (default batching and refresh)."""
@@ -441,7 +428,8 @@ def store_stats(engine: Engine, alias: str, *, force_merge: bool = False) -> dic
 
 
 def targets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The issue's speed targets, evaluated (reported, never asserted: machines are noisy)."""
+    """The issue's speed targets, evaluated (reported, never asserted: machines are noisy);
+    `met` is None where a target does not apply."""
     mixed = run["latency"][0]["paths"]
     near = min(run["latency"][1:] or run["latency"], key=lambda s: abs(s["namespace_size"] - 10_000))
     ing = {row["policy"]: row["per_second"] for row in run["ingest"]}
@@ -451,11 +439,12 @@ def targets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
          mixed["c"]["p50"] - mixed["b"]["p50"] <= 5),
         ("(d) p50 >= 20x (c) p50", f"namespace of {near['namespace_size']}",
          near["paths"]["d"]["p50"] / near["paths"]["c"]["p50"],
-         near["paths"]["d"]["p50"] >= 20 * near["paths"]["c"]["p50"]),
+         # the target is about 10k-memory namespaces; a small corpus has none, so it is not judged
+         near["paths"]["d"]["p50"] >= 20 * near["paths"]["c"]["p50"] if near["namespace_size"] >= 5000 else None),
         ("ingest without merge >= 2000/s", "", ing["no merge"], ing["no merge"] >= 2000),
         ("ingest with merge >= 500/s", "", ing["merge"], ing["merge"] >= 500),
     ]
-    return [{"target": t, "scope": s, "value": v, "met": bool(m)} for t, s, v, m in rows]
+    return [{"target": t, "scope": s, "value": v, "met": m} for t, s, v, m in rows]
 
 
 def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries: int, k: int, seed: int,
@@ -468,7 +457,7 @@ def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries
                                                         "smallest": corpus.sizes[-1]}}
     try:
         for p in (qprefix, mprefix):
-            drop(engine, p)
+            uninstall(engine, p)
             install(engine, p)
         task = progress.add_task(f"{size}: ingest without merge", total=size)
         run["ingest"] = [ingest(engine, qprefix, corpus.inputs(), MergePolicy(enabled=False),
@@ -478,27 +467,28 @@ def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries
         sample = corpus.inputs()[:merge_sample]
         task = progress.add_task(f"{size}: ingest with merge", total=len(sample))
         run["ingest"].append(ingest(engine, mprefix, sample, MergePolicy(), lambda n: progress.advance(task, n)))
-        drop(engine, mprefix)
+        uninstall(engine, mprefix)
 
         paths = Paths(engine, qprefix, k)
+        _doc_terms.cache_clear()  # (d) starts cold on every corpus; the warm-up fills what it uses
         scopes = [("mixed", None, queries)] + [(f"#{i + 1} largest", corpus.namespaces[i], max(5, queries // 4))
                                                for i in range(min(largest, namespaces))]
         run["latency"] = []
+        ns_sizes = dict(zip(corpus.namespaces, corpus.sizes))
         for scope, ns, count in scopes:
             warm = max(2, count // 10)
             qs = make_queries(corpus, count + warm, seed, namespace=ns)
             task = progress.add_task(f"{size}: queries, {scope}", total=4 * (count + warm))
-            sizes = dict(zip(corpus.namespaces, corpus.sizes))
             run["latency"].append({
                 "scope": scope, "namespace": ns, "queries": count,
-                "namespace_size": round(statistics.fmean(sizes[q.namespace] for q in qs[:count])),
+                "namespace_size": round(statistics.fmean(ns_sizes[q.namespace] for q in qs[:count])),
                 "paths": measure(paths.calls(), qs[:count], qs[count:], lambda n: progress.advance(task, n))})
         run["index"]["force_merged"] = store_stats(engine, alias, force_merge=True)
         run["targets"] = targets(run)
         return run
     finally:
-        drop(engine, qprefix)
-        drop(engine, mprefix)
+        uninstall(engine, qprefix)
+        uninstall(engine, mprefix)
 
 
 def run(engine: Engine, prefix: str, sizes: Sequence[int], *, namespaces: int = 100, queries: int = 200, k: int = 5,
@@ -512,5 +502,5 @@ def run(engine: Engine, prefix: str, sizes: Sequence[int], *, namespaces: int = 
     defaults = RecallParams()
     return {"engine": str(engine.info), "config": {
         "sizes": list(sizes), "namespaces": namespaces, "queries": queries, "k": k, "seed": seed,
-        "window": defaults.window, "recent_n": 3, "merge_sample": merge_sample, "largest": largest},
+        "window": defaults.window, "recent_n": RECENT_N, "merge_sample": merge_sample, "largest": largest},
         "runs": runs}

@@ -28,17 +28,19 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
 
 
 def latency_table(report: Mapping[str, Any]) -> Table:
-    table = Table(title=f"recall latency, ms ({report['engine']}, k={report['config']['k']}, "
-                        f"window={report['config']['window']}, {report['config']['queries']} queries)")
+    table = Table(title=f"recall latency, client wall ms ({report['engine']}, k={report['config']['k']}, "
+                        f"window={report['config']['window']}, {report['config']['queries']} queries; "
+                        "took = engine ms, 1 ms resolution)")
     for col in ("size", "scope", "ns size", "path", "p50", "p95", "p99", "×(a) p50", "×(a) p95", "×(a) p99",
-                "took p50"):
+                "took p50/mean"):
         table.add_column(col, justify="left" if col in ("scope", "path") else "right")
     for r in report["runs"]:
         for scope in r["latency"]:
             for key, p in scope["paths"].items():
                 table.add_row(str(r["size"]), scope["scope"], str(scope["namespace_size"]), f"({key}) {PATHS[key]}",
                               f"{p['p50']:.2f}", f"{p['p95']:.2f}", f"{p['p99']:.2f}", f"{p['ratio_p50']:.2f}",
-                              f"{p['ratio_p95']:.2f}", f"{p['ratio_p99']:.2f}", f"{p['took']['p50']:.1f}")
+                              f"{p['ratio_p95']:.2f}", f"{p['ratio_p99']:.2f}",
+                              f"{p['took']['p50']:.0f}/{p['took']['mean']:.2f}")
             table.add_section()
     return table
 
@@ -65,7 +67,8 @@ def targets_table(report: Mapping[str, Any]) -> Table:
         table.add_column(col, justify="right" if col in ("size", "value") else "left")
     for r in report["runs"]:
         for t in r["targets"]:
-            table.add_row(str(r["size"]), t["target"], t["scope"], f"{t['value']:.2f}", "yes" if t["met"] else "NO")
+            met = "n/a" if t["met"] is None else "yes" if t["met"] else "NO"
+            table.add_row(str(r["size"]), t["target"], t["scope"], f"{t['value']:.2f}", met)
     return table
 
 

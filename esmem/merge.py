@@ -23,6 +23,7 @@ ever de-duplicated, not superseded.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from .analysis import tokens
@@ -63,8 +64,14 @@ class Decision:
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # id -> {bm25, overlap}
 
 
-def _sets(a: str, b: str) -> tuple[set[str], set[str]]:
-    return set(tokens(a, query=True)), set(tokens(b, query=True))
+@lru_cache(maxsize=8192)
+def _token_set(text: str) -> frozenset[str]:
+    return frozenset(tokens(text, query=True))
+
+
+def _sets(a: str, b: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Search-token sets, cached: a batch compares each memory with many others."""
+    return _token_set(a), _token_set(b)
 
 
 def overlap(a: str, b: str) -> float:

@@ -265,12 +265,13 @@ class MemoryStore:
         results: list[WriteResult] = []
         start = 0
         while start < len(docs):
-            end = self._batch_end(docs, start, batch_size)
-            batch = docs[start:end]
-            results.extend(self._write_batch(batch, dry_run))
+            done = self._write_batch(docs[start:self._batch_end(docs, start, batch_size)], dry_run)
+            results.extend(done)
             if progress:
-                progress(len(batch))
-            start = end
+                progress(len(done))
+            start += len(done)
+        if not self.merge.enabled and not dry_run:
+            self.engine.request("POST", f"/{self.alias}/_refresh")  # one refresh, not one per batch
         return results
 
     def _batch_end(self, docs: Sequence[Mapping[str, Any]], start: int, batch_size: int) -> int:
@@ -290,6 +291,7 @@ class MemoryStore:
         return end
 
     def _write_batch(self, batch: list[dict[str, Any]], dry_run: bool) -> list[WriteResult]:
+        """Decide and write a batch, or the head of it: results for the memories it wrote."""
         if self.merge.enabled:
             lines: list[Any] = []
             for d in batch:
@@ -304,6 +306,13 @@ class MemoryStore:
         else:
             decisions = [Decision("add") for _ in batch]
         decisions = [self._explicit(d) if d.get("supersedes") else dec for d, dec in zip(batch, decisions)]
+        targeted: set[str] = set()
+        for pos, dec in enumerate(decisions):  # two updates of one memory in a bulk: the second would 409
+            ids_ = {t.id for t in dec.targets}
+            if pos and ids_ & targeted:
+                batch, decisions = batch[:pos], decisions[:pos]
+                break
+            targeted |= ids_
         ids = [uuid.uuid4().hex for _ in batch]
         if dry_run:
             return [self._result(i, d, dry_run=True) for i, d in zip(ids, decisions)]
@@ -323,7 +332,8 @@ class MemoryStore:
                                         "if_seq_no": t.seq_no, "if_primary_term": t.primary_term}},
                             {"doc": self._target_update(dec.action, t, doc_id, d)}]
                 owners.append((pos, t.id))
-        resp = self.engine.bulk(actions, refresh="wait_for") if actions else {"items": []}
+        # with merge the next lookup must see this batch now; without, remember_many refreshes once
+        resp = self.engine.bulk(actions, refresh="true" if self.merge.enabled else None) if actions else {"items": []}
         failed: dict[int, set[str]] = defaultdict(set)
         for (pos, target), item in zip(owners, resp["items"]):
             outcome = next(iter(item.values()))
@@ -372,7 +382,7 @@ class MemoryStore:
                 self.engine.request("POST", f"/{self.alias}/_update/{loser}", {"doc": {
                     "status": "superseded", "superseded_by": winner, "invalid_at": win["_source"]["valid_from"]}},
                     {"routing": namespace, "if_seq_no": got["_seq_no"], "if_primary_term": got["_primary_term"],
-                     "refresh": "wait_for"})
+                     "refresh": "true"})
             except VersionConflict:
                 continue
             self._link(namespace, winner, loser)
@@ -389,7 +399,7 @@ class MemoryStore:
             try:
                 self.engine.request("POST", f"/{self.alias}/_update/{winner}", {"doc": {"supersedes": [*linked, loser]}},
                                     {"routing": namespace, "if_seq_no": win["_seq_no"],
-                                     "if_primary_term": win["_primary_term"], "refresh": "wait_for"})
+                                     "if_primary_term": win["_primary_term"], "refresh": "true"})
                 return
             except VersionConflict:
                 continue
@@ -454,7 +464,7 @@ class MemoryStore:
                     self.engine.request("POST", f"/{self.alias}/_update/{t.id}",
                                         {"doc": self._target_update(new_dec.action, t, doc_id, doc)},
                                         {"routing": ns, "if_seq_no": t.seq_no, "if_primary_term": t.primary_term,
-                                         "refresh": "wait_for"})
+                                         "refresh": "true"})
             except VersionConflict:
                 continue
             if indexed:
@@ -467,11 +477,11 @@ class MemoryStore:
 
     def _index(self, doc_id: str, doc: Mapping[str, Any]) -> None:
         self.engine.request("PUT", f"/{self.alias}/_create/{doc_id}", dict(doc),
-                            {"routing": doc["namespace"], "refresh": "wait_for"})
+                            {"routing": doc["namespace"], "refresh": "true"})
 
     def _set(self, doc_id: str, namespace: str, changes: Mapping[str, Any]) -> None:
         self.engine.request("POST", f"/{self.alias}/_update/{doc_id}", {"doc": dict(changes)},
-                            {"routing": namespace, "refresh": "wait_for", "retry_on_conflict": 3})
+                            {"routing": namespace, "refresh": "true", "retry_on_conflict": 3})
 
     # -- reads ---------------------------------------------------------------------------------
     def get(self, namespace: str, memory_id: str) -> Memory:

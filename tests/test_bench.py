@@ -40,17 +40,19 @@ def test_zipf_sizes_sum_to_n_and_fall_with_rank(n: int, m: int) -> None:
 
 def test_corpus_looks_like_agent_memories() -> None:
     corpus = generate(2000, 20, 1, now=NOW)
-    items = corpus.items
-    assert Counter(s.memory.namespace for s in items) == dict(zip(corpus.namespaces, corpus.sizes))
-    assert set(TEMPLATES) == set(KINDS) and {s.memory.kind for s in items} == set(KINDS)
-    assert all(1 <= s.memory.importance <= 10 for s in items)
-    times = [parse_time(s.memory.valid_from) for s in items]
-    assert times == sorted(times) and (NOW - times[0]).days >= 700 and times[-1] <= NOW
-    restated = [s for s in items if s.restates is not None]
-    assert 0.07 <= len(restated) / len(items) <= 0.13
-    assert all(items[s.restates].memory.namespace == s.memory.namespace for s in restated)
-    han = sum(bool(re.search(r"[\u4e00-\u9fff]", s.memory.content)) for s in items)
-    latin = sum(bool(re.search(r"[A-Za-z]{3}", s.memory.content)) for s in items)
+    mems = [s.memory for s in corpus.items]
+    assert Counter(m.namespace for m in mems) == dict(zip(corpus.namespaces, corpus.sizes))
+    assert set(TEMPLATES) == set(KINDS) and {m.kind for m in mems} == set(KINDS)
+    assert all(m.importance is not None and 1 <= m.importance <= 10 for m in mems)
+    times = [parse_time(m.valid_from) for m in mems if m.valid_from is not None]
+    assert len(times) == len(mems) and times == sorted(times)
+    assert (NOW - times[0]).days >= 700 and times[-1] <= NOW
+    restated = [(i, s.restates) for i, s in enumerate(corpus.items) if s.restates is not None]
+    assert 0.07 <= len(restated) / len(mems) <= 0.13
+    assert all(j < i and mems[j].namespace == mems[i].namespace and mems[j].kind == mems[i].kind
+               for i, j in restated)
+    han = sum(bool(re.search(r"[\u4e00-\u9fff]", str(m.content))) for m in mems)
+    latin = sum(bool(re.search(r"[A-Za-z]{3}", str(m.content))) for m in mems)
     assert han > 500 and latin > 500
     vocabulary = {w for words in SLOTS.values() for w in words}
     for q in make_queries(corpus, 50, 1):
@@ -58,7 +60,7 @@ def test_corpus_looks_like_agent_memories() -> None:
         assert any(w in q.text for w in vocabulary)
 
 
-def _plain_top1(docs: list[dict], query: str, now: datetime) -> str:
+def _plain_top1(docs: list[dict], query: str, now: datetime) -> int:
     """The Generative Agents formula written out longhand: BM25 (k1 1.2, b 0.75) + recency (half-life
     per kind on anchor_at) + importance, each min-max scaled, summed."""
     params = RecallParams()
@@ -87,6 +89,7 @@ def _plain_top1(docs: list[dict], query: str, now: datetime) -> str:
 
     total = [a + b + c for a, b, c in zip(scaled(rel), scaled(rec), scaled(imp))]
     return min(range(len(docs)), key=lambda i: (-total[i], docs[i]["_id"]))
+
 
 def test_naive_top1_matches_a_plain_python_computation(engine: Engine, installed: str) -> None:
     corpus = generate(120, 3, 3, now=NOW)
@@ -130,7 +133,7 @@ def test_cli_report_has_every_path_and_leaves_the_prefix_alone(engine: Engine, i
     assert ingest["no merge"]["actions"] == {"added": 300}
     assert run["index"]["live"]["docs"] == 300 and run["index"]["live"]["bytes_per_memory"] > 0
     assert run["index"]["force_merged"]["bytes_per_memory"] > 0
-    assert {t["target"] for t in run["targets"]} and all(isinstance(t["met"], bool) for t in run["targets"])
+    assert len(run["targets"]) == 5 and all(t["met"] in (True, False, None) for t in run["targets"])
     # the bench cleaned up after itself and never touched the prefix it was given
     leftovers = engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"})
     scripts = engine.request("GET", "/_cluster/state/metadata", params={"filter_path": "metadata.stored_scripts"})
