@@ -33,7 +33,8 @@ RULES: list[tuple[float, str, re.Pattern[str]]] = [
                                 r"薪水|房贷|贷款|欠款", re.I)),
     (8.0, "family", re.compile(r"\b(wife|husband|son|daughter|mother|father|mom|dad|child|children|kids?|"
                                r"parents?|sister|brother|family)\b|家人|妻子|丈夫|老婆|老公|儿子|女儿|父亲|母亲|爸爸|妈妈|孩子", re.I)),
-    (8.0, "rule:absolute", re.compile(r"\b(never|always|must not|must|do not ever)\b|绝不|永远不|必须|禁止|不许|不要|一定要", re.I)),
+    # 7, under the must-not-miss floor: at 8 every "must" rule filled free top-k slots of unrelated queries
+    (7.0, "rule:absolute", re.compile(r"\b(never|always|must not|must|do not ever)\b|绝不|永远不|必须|禁止|不许|不要|一定要", re.I)),
     (7.0, "deadline", re.compile(r"\b(deadline|due (date|by)|by (monday|tuesday|wednesday|thursday|friday|"
                                  r"saturday|sunday|tomorrow))\b|截止|到期|最晚|之前完成", re.I)),
     (7.0, "identity", re.compile(r"\b(my name is|call me|birthday|born (on|in)|i live in|home address|"
