@@ -3,7 +3,7 @@
 The engine computes, per memory matching the namespace/status/time filters:
 
     rel = BM25(content) + entity_boost * BM25(entities), or, for an evergreen or important memory
-          (imp >= floor) with no lexical match, the constant must_not_miss_boost
+          (imp >= floor) with no lexical match, must_not_miss_boost * imp / 10
     rec = 0.5 ** (|now - anchor_at| / half_life(kind))     (1 for evergreen and non-decaying kinds)
     multiply:  score = rel * rec * (1 + c * imp)                                   (seed 003)
     blend:     score = sat(rel) * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)
@@ -260,7 +260,7 @@ def template_params(params: RecallParams, *, query: str, namespace: str, size: i
     if params.must_not_miss:
         out["must_not_miss"] = True
         out["importance_floor"] = params.importance_floor
-        out["must_not_miss_boost"] = params.must_not_miss_boost
+        out["must_not_miss_factor"] = params.must_not_miss_boost / 10
     if params.kinds:
         out["kinds_json"] = json.dumps(sorted(params.kinds))
     if as_of is not None:

@@ -692,7 +692,7 @@ def term_contributions(expl: Mapping[str, Any]) -> dict[str, float]:
             key = f"{m.group(1)}:{m.group(2)}"
             out[key] = out.get(key, 0.0) + float(node.get("value", 0.0))
             return
-        if desc.startswith("ConstantScore("):
+        if desc.startswith("field value function:"):  # must-not-miss: boost * importance / 10
             out["must_not_miss"] = out.get("must_not_miss", 0.0) + float(node.get("value", 0.0))
             return
         for child in node.get("details", []):

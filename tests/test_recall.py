@@ -185,7 +185,7 @@ def test_template_without_namespace_returns_nothing(plain: MemoryStore) -> None:
     params = {"query": "anything", "size": 10, "now": "2026-10-08T12:00:00Z", "mode": "blend", "rec_weight": 0.1,
               "score_mode": "sum", "boost_mode": "replace", "fuse_params": json.dumps({"w": 0.1, "k": 5}),
               "decays": [], "flat_filter": '{"match_all": {}}', "min_importance": 1, "entity_boost": 1,
-              "must_not_miss": True, "importance_floor": 8, "must_not_miss_boost": 1}
+              "must_not_miss": True, "importance_floor": 8, "must_not_miss_factor": 0.1}
     resp = plain.engine.request("POST", f"/{plain.alias}/_search/template",
                                 {"id": plain.names.script("recall"), "params": params})
     assert resp["hits"]["hits"] == []
