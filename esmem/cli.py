@@ -16,6 +16,7 @@ from rich.table import Table
 
 from . import embedded
 from .errors import EsmemError
+from .evaluate import BASELINES
 from .install import check as check_drift
 from .install import install as install_artifacts
 from .ranking import RecallParams, iso, params_from_strings
@@ -170,18 +171,19 @@ def result_json(res: RecallResult) -> dict[str, Any]:
     return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
             "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
+                       "rank_before_mmr": r.rank_before_mmr,
                        "terms": dict(r.terms)} for r in res.items],
             "recent": [mem(m) for m in res.recent], "took_ms": res.took_ms}
 
 
 def print_result(res: RecallResult, *, explain: bool) -> None:
     table = Table(title=f"recall {res.query!r} in {res.namespace} ({res.params.mode}, {res.took_ms:.1f} ms)")
-    for col in ("#", "id", "score", "rel", "rec", "imp", "reheat", "mmr", "kind", "valid_from", "content"):
+    for col in ("#", "id", "score", "rel", "rec", "imp", "reheat", "mmr", "pre-mmr", "kind", "valid_from", "content"):
         table.add_column(col, overflow="fold")
     for i, r in enumerate(res.items, 1):
         m = r.memory
         table.add_row(str(i), m.external_id or m.id[:10], f"{r.score:.4f}", f"{r.rel:.3f}", f"{r.recency:.3f}",
-                      f"{m.importance:g}", f"{r.reheat:.2f}", f"{r.mmr_penalty:.3f}", m.kind,
+                      f"{m.importance:g}", f"{r.reheat:.2f}", f"{r.mmr_penalty:.3f}", str(r.rank_before_mmr), m.kind,
                       iso(m.valid_from)[:10], m.content)
     out.print(table)
     if explain:
@@ -285,7 +287,7 @@ def _metric_row(m: dict[str, float]) -> list[str]:
 @click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
 @click.option("--set", "sets", multiple=True, help="Override a recall or merge parameter: key=value.")
 @click.option("--sweep", default=None, help="key=v1,v2,...: one row per value.")
-@click.option("--baseline", type=click.Choice(["recency", "bm25"]), default=None)
+@click.option("--baseline", type=click.Choice(BASELINES), default=None)
 @click.option("--no-merge", is_flag=True, help="Ingest without supersede-merge.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
