@@ -46,10 +46,13 @@ def test_detects_the_engine_family_and_version(engine: Engine) -> None:
     assert info.major in ((2, 3) if info.family == "opensearch" else (8, 9))
 
 
-NEEDED = {  # what esmem uses, as each family names it in _nodes/plugins (plugins + modules)
-    "opensearch": ["org.opensearch.transport.Netty4Plugin", "org.opensearch.painless.PainlessPlugin",
-                   "org.opensearch.script.mustache.MustachePlugin", "org.opensearch.analysis.common.CommonAnalysisPlugin",
-                   "org.opensearch.index.mapper.MapperExtrasPlugin", "org.opensearch.index.reindex.ReindexPlugin"],
+_OS_MODULES = ["org.opensearch.transport.Netty4", "org.opensearch.painless.Painless",
+               "org.opensearch.script.mustache.Mustache", "org.opensearch.analysis.common.CommonAnalysis",
+               "org.opensearch.index.mapper.MapperExtras", "org.opensearch.index.reindex.Reindex"]
+NEEDED = {  # what esmem uses, as each engine names it in _nodes/plugins (plugins + modules)
+    # a difference between the majors: OpenSearch 3 renamed the module classes to *ModulePlugin
+    "opensearch-2": [m + "Plugin" for m in _OS_MODULES],
+    "opensearch-3": [m + "ModulePlugin" for m in _OS_MODULES],
     "elasticsearch": ["transport-netty4", "lang-painless", "lang-mustache", "analysis-common", "mapper-extras",
                       "reindex"],
 }
@@ -59,7 +62,8 @@ def test_every_needed_plugin_is_loaded(engine: Engine) -> None:
     nodes = engine.request("GET", "/_nodes/plugins")["nodes"]
     key = "classname" if engine.info.family == "opensearch" else "name"
     loaded = {p[key] for node in nodes.values() for p in node.get("plugins", []) + node.get("modules", [])}
-    missing = [n for n in NEEDED[engine.info.family] if n not in loaded]
+    which = f"opensearch-{engine.info.major}" if engine.info.family == "opensearch" else "elasticsearch"
+    missing = [n for n in NEEDED[which] if n not in loaded]
     assert not missing, (missing, sorted(loaded))
 
 
