@@ -28,7 +28,7 @@ from esmem.errors import EsmemError
 from esmem.install import install, uninstall
 from esmem.store import MemoryStore
 
-OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.1"
+OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.6"  # in step with the embedded default
 ELASTICSEARCH_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
 
 
