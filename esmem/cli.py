@@ -312,7 +312,10 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
 
     if (dataset is None) == (locomo is None):
         fail("give either a DATASET file or --locomo DIR")
-    data = ev.locomo_dataset(locomo) if locomo else ev.load_dataset(dataset)
+    dropped: list[str] = []
+    data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    if dropped:
+        err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
     recall_pairs, merge_pairs = ev.split_overrides(_pairs(sets))
     if no_merge:
         merge_pairs["enabled"] = False
