@@ -192,7 +192,8 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     """Start the node(s) in the background (or return the ones already running) and wait for health.
 
     With `nodes` > 1 the nodes form one cluster on 127.0.0.1 (each with its own data directory), so
-    replicas and node failures can be tried on one machine.
+    replicas and node failures can be tried on one machine; with an even count the last node is
+    data-only, so that node can fail without the cluster losing its manager.
     """
     fl = flavour(engine)
     home = (home or state_dir(fl.name)).resolve()
@@ -205,6 +206,9 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     heap = heap or os.environ.get("ESMEM_ENGINE_HEAP", "1g")
     ports = [port or free_port()] + [free_port() for _ in range(nodes - 1)]
     names = [f"esmem-{i + 1}" for i in range(nodes)]
+    # An odd number of cluster-manager-eligible nodes: with two eligible nodes the voting configuration
+    # holds one of them, and losing that one would leave the cluster without a manager.
+    managers = names if nodes % 2 else names[:-1]
     transports = [free_port() for _ in range(nodes)] if nodes > 1 else []
     nodes_state = []
     for i, http_port in enumerate(ports):
@@ -214,8 +218,9 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
         (node_home / "http.address").unlink(missing_ok=True)
         extra = [] if nodes == 1 else [
             f"node.name={names[i]}", "discovery.type=zen", f"transport.port={transports[i]}",
+            "node.roles=" + ("cluster_manager,data,ingest" if names[i] in managers else "data,ingest"),
             "discovery.seed_hosts=" + ",".join(f"127.0.0.1:{t}" for t in transports),
-            "cluster.initial_cluster_manager_nodes=" + ",".join(names)]
+            "cluster.initial_cluster_manager_nodes=" + ",".join(managers)]
         cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true",
                "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*",
                "dev.esmem.engine.EmbeddedNode", str(node_home), str(http_port), *extra]

@@ -71,6 +71,8 @@ def cluster_store(cluster: embedded.Running) -> Iterator[tuple[Engine, MemorySto
 def test_two_nodes_form_one_cluster_with_replicated_memories(cluster, cluster_store) -> None:
     eng, store = cluster_store
     assert len(cluster.urls) == 2 and _health(cluster.urls[1])["cluster_name"] == "esmem-embedded"
+    roles = {n["name"]: n["node.role"] for n in eng.request("GET", "/_cat/nodes", params={"format": "json"})}
+    assert "m" in roles["esmem-1"] and "m" not in roles["esmem-2"] and "d" in roles["esmem-2"]
     shards = eng.request("GET", f"/_cat/shards/{store.alias}", params={"format": "json"})
     assert sorted(s["prirep"] for s in shards) == ["p", "p", "r", "r"]
     assert {s["node"] for s in shards} == {"esmem-1", "esmem-2"}  # both nodes hold copies
@@ -133,7 +135,7 @@ def test_a_node_dies_under_a_writer_and_a_reader(cluster, cluster_store) -> None
     try:
         time.sleep(3)
         before = (len(acknowledged), len(recalls))
-        embedded.stop_pid(cluster.pids[1], kill=True)  # kill -9 the second node
+        embedded.stop_pid(cluster.pids[1], kill=True)  # kill -9 the second (data-only) node
         _wait(cluster.url, "yellow", 1, timeout=60)   # its replicas are promoted on the first node
         time.sleep(3)
         during = (len(acknowledged) - before[0], len(recalls) - before[1])
