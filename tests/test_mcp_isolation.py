@@ -15,17 +15,13 @@ import os
 import uuid
 from typing import Any
 
-import pytest
+from anyio.from_thread import start_blocking_portal
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcp import Client, StdioServerParameters
+from test_mcp_server import esmem_command
 
-pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
-from anyio.from_thread import start_blocking_portal  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-from mcp import Client, StdioServerParameters  # noqa: E402
-
-from esmem.store import MemoryInput, MemoryStore  # noqa: E402
-
-from test_mcp_server import esmem_command  # noqa: E402
+from esmem.store import MemoryInput, MemoryStore
 
 VICTIM, ATTACKER = "alice", "mallory"
 SECRET = f"SECRET{uuid.uuid4().hex[:12]}"

@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+from mcp import Client, StdioServerParameters
 
-mcp = pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install -e '.[mcp]'")
-from mcp import Client, StdioServerParameters  # noqa: E402
-
-from esmem.store import MemoryStore  # noqa: E402
+from esmem.store import MemoryStore
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_text(encoding="utf-8").splitlines())
