@@ -22,10 +22,10 @@ from pydantic import BaseModel, Field
 from .context import build_context
 from .dialogue import build_query
 from .errors import EsmemError
-from .ranking import iso, parse_time
+from .ranking import KINDS, iso, parse_time
 from .store import Memory, MemoryStore, check_namespace
 
-Kind = Literal["fact", "preference", "intent", "rule", "event", "note"]
+Kind = Literal[KINDS]  # type: ignore[valid-type]  # one list of kinds: esmem.ranking's
 MAX_K = 50  # a model never needs more in one call; bounds the reply it has to read
 
 INSTRUCTIONS = """\
