@@ -21,7 +21,7 @@ import click
 @click.pass_context
 def mcp_cmd(ctx: click.Context, namespace: str, transport: str, host: str, port: int, http_path: str,
             policy_path: str | None, no_touch: bool) -> None:
-    """Model Context Protocol server: remember, recall, context, history, restore for one namespace."""
+    """Model Context Protocol server: remember, recall, context, history, restore, forget for one namespace."""
     from .cli_common import _store, fail
     from .policy import load_policy
     from .store import check_namespace

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from .context import build_context
 from .dialogue import build_query
 from .errors import EsmemError
+from .merge import MergePolicy
 from .ranking import KINDS, iso, parse_time
 from .store import Memory, MemoryStore, check_namespace
 
@@ -32,7 +33,8 @@ INSTRUCTIONS = """\
 Long-term memory for this user, kept across conversations. Call `context` (or `recall`) at the start
 of a turn to see what you already know, and `remember` whenever the user states a fact, preference,
 rule, plan or event worth keeping. Restating an updated fact supersedes the old one automatically;
-`history` shows the versions and `restore` undoes a wrong merge."""
+`history` shows the versions and `restore` undoes a wrong merge; `forget` hides a memory the user
+wants forgotten (a tombstone supersedes it; nothing is deleted)."""
 
 
 # -- argument types (their Field descriptions end up in the tools' JSON schemas) ---------------
@@ -236,6 +238,31 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         replaced it (nothing is deleted). Returns the version chain after the change."""
         try:
             store.restore(namespace, memory_id)
+            return HistoryOut(versions=[MemoryOut.of(m) for m in store.history(namespace, memory_id)])
+        except EsmemError as e:
+            raise _refuse(e) from None
+
+    # Tombstones are written without the merge look-up: two tombstones must never merge with each
+    # other (or with a real memory), each one supersedes exactly the memory it names.
+    tombstones = MemoryStore(store.engine, store.names.prefix, params=store.params, merge=MergePolicy(enabled=False),
+                             scorer=store.scorer, clock=store.clock)
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False))
+    def forget(
+        memory_id: MemoryId,
+        reason: Annotated[str | None, Field(default=None, max_length=500, description=(
+            "Why, in a few words (kept with the tombstone)."))] = None,
+    ) -> HistoryOut:
+        """Stop using a memory because the user asked you to forget it or it was wrong. Nothing is
+        deleted: a tombstone supersedes it, so recall and context no longer return it, `history`
+        still shows it, and `restore` brings it back. To correct a fact, `remember` the right one instead."""
+        try:
+            target = store.get(namespace, memory_id)
+            if target.status != "active":
+                raise ToolError(f"memory {memory_id} is {target.status}, not active: nothing to forget")
+            note = f"Forgotten at the user's request{': ' + reason.strip() if reason and reason.strip() else ''}"
+            tombstones.remember(note, namespace, kind=target.kind, importance=1, source="agent",
+                                supersedes=memory_id, metadata={"tombstone": True})
             return HistoryOut(versions=[MemoryOut.of(m) for m in store.history(namespace, memory_id)])
         except EsmemError as e:
             raise _refuse(e) from None

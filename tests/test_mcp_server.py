@@ -25,7 +25,7 @@ RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_tex
          if o.get("type") == "memory"}
 OLD_429, NEW_429 = RULES["s01"]["content"], RULES["r09"]["content"]
 PEANUTS = "我对花生过敏"
-TOOLS = {"remember", "recall", "context", "history", "restore"}
+TOOLS = {"remember", "recall", "context", "history", "restore", "forget"}
 
 
 def esmem_command(url: str, prefix: str, namespace: str, *extra: str) -> list[str]:
@@ -108,6 +108,19 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
     ids = [m["memory"]["id"] for m in again["memories"]]
     assert ids[0] == old["id"] and new["id"] not in ids
 
+    # forget: a tombstone supersedes the memory (nothing deleted); restore brings it back
+    gone = call(await client.call_tool("forget", {"memory_id": old["id"], "reason": "outdated advice"}))
+    (v1, tomb) = gone["versions"]
+    assert (v1["id"], v1["status"], v1["superseded_by"]) == (old["id"], "superseded", tomb["id"])
+    assert tomb["status"] == "active" and tomb["content"] == "Forgotten at the user's request: outdated advice"
+    assert tomb["kind"] == "rule" and tomb["importance"] == 1
+    after = call(await client.call_tool("recall", {"query": "遇到 429 怎么重试", "k": 5}))
+    assert not {old["id"], new["id"]} & {m["memory"]["id"] for m in after["memories"]}
+    assert OLD_429 not in call(await client.call_tool("context", {"messages": conv}))["text"]
+    back = call(await client.call_tool("restore", {"memory_id": old["id"]}))
+    assert [(v["id"], v["status"]) for v in back["versions"]] == [(old["id"], "active")]
+    assert store.get(ns, tomb["id"]).status == "retired"
+
     # bad arguments: a tool error with a clear message, nothing written
     before = store.count(ns, status=None)
     bad = [("remember", {"content": "x", "kind": "opinion"}, "kind"),
@@ -120,7 +133,10 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
            ("recall", {"messages": [{"role": "user", "content": "好的"}]}, "anything to search for"),
            ("context", {"messages": [{"role": "boss", "content": "429"}]}, "role"),
            ("history", {"memory_id": "no-such-id"}, "no memory 'no-such-id'"),
-           ("restore", {"memory_id": nut["id"]}, "already active")]
+           ("restore", {"memory_id": nut["id"]}, "already active"),
+           ("forget", {"memory_id": new["id"]}, "is retired, not active"),
+           ("forget", {"memory_id": "no-such-id"}, "no memory 'no-such-id'"),
+           ("forget", {"memory_id": "has space"}, "memory_id")]
     for tool, args, needle in bad:
         res = await client.call_tool(tool, args)
         text = " ".join(c.text for c in res.content)
