@@ -429,8 +429,9 @@ def demo(ctx: click.Context, data: Path | None) -> None:
 def _register() -> None:
     from .cli_agent import config_cmd, context_cmd, stats_cmd
     from .cli_bench import bench_cmd
+    from .cli_mcp import mcp_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd):
         cli.add_command(command)
 
 
