@@ -68,6 +68,13 @@ def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | Non
     click.echo(running.url)
 
 
+@engine.command("lock")
+@_ENGINE_OPTION
+def engine_lock(flavour: str) -> None:
+    """Maintainers: build with Maven, then write engine/launcher/ENGINE (jars.lock + compiled launcher)."""
+    click.echo(embedded.lock(flavour))
+
+
 @engine.command("status")
 @_ENGINE_OPTION
 def engine_status(flavour: str) -> None:
