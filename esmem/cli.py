@@ -187,7 +187,7 @@ def _recall(ctx: click.Context, query: str | None, messages_path: str | None, na
             sets: tuple[str, ...], now: str | None, as_of: str | None, touch: bool, explain: bool) -> RecallResult:
     store = _store(ctx)  # --set overrides the installed policy; without it the installed defaults rank
     params = params_from_strings(store.installed_params(), _pairs(sets)) if sets else None
-    return store.recall(resolve_query(query, messages_path), namespace, k, now=now, as_of=as_of,
+    return store.recall(resolve_query(query, messages_path), namespace, k, params=params, now=now, as_of=as_of,
                                       touch=touch, explain=explain)
 
 
