@@ -645,13 +645,13 @@ class MemoryStore:
         return self.get(namespace, memory_id)
 
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
-        filters: list[Any] = []
-        if namespace:
-            filters.append({"term": {"namespace": namespace}})
-        if status:
-            filters.append({"term": {"status": status}})
+        """Memories of a namespace (all without one) with a status (any with None): stored `count`."""
+        params = {k: v for k, v in (("namespace", namespace), ("status", status)) if v}
         self.engine.request("POST", f"/{self.alias}/_refresh")
-        return self.engine.request("POST", f"/{self.alias}/_count", {"query": {"bool": {"filter": filters}}})["count"]
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template",
+                                   {"id": self.names.script("count"), "params": params},
+                                   {"routing": namespace} if namespace else None)
+        return int(resp["hits"]["total"]["value"])
 
 
 MEMORY_FIELDS = {f for f in MemoryInput.__dataclass_fields__} | {"type", "id"}
