@@ -109,9 +109,9 @@ def context_cmd(ctx: click.Context, query: str | None, namespace: str, k: int, b
     from .cli_common import _store, resolve_query
 
     query = resolve_query(query, messages_path)
-    params = _policy(policy_path).params().with_(recent_n=recent)
-    store = _store(ctx, params)
-    result = store.recall(query, namespace, k, now=now)
+    store = _store(ctx)  # without --policy the policy installed in the cluster ranks
+    params = (_policy(policy_path).params() if policy_path else store.installed_params()).with_(recent_n=recent)
+    result = store.recall(query, namespace, k, params=params, now=now)
     block = build_context(store, result, budget_chars=budget, budget_tokens=budget_tokens, order=order)
     if as_json:
         click.echo(json.dumps({"query": query, **block.as_dict()}, ensure_ascii=False))

@@ -309,8 +309,14 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPol
     kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
     mnm = should[2]["function_score"]
     mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
-    script = fs["functions"][0]["script_score"]["script"]["params"]
-    hl = {kind: parse_duration(script[f"hl_{kind}_default"]) for kind in KINDS}
+    functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
+    script = functions[0]
+    for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma"):
+        if len({f[name] for f in functions}) > 1:
+            raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
+    hl = {f["kind"]: parse_duration(f["hl_default"]) for f in functions if f["kind"]}
+    if sorted(hl) != sorted(KINDS):
+        raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
     params = RecallParams(
         mode=script["mode"], half_life=None, kind_half_lives=hl,
         **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma")},

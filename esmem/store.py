@@ -513,13 +513,13 @@ class MemoryStore:
         now (and as_of); explicit `params` (or the store's) are passed as plain overrides, else the
         installed defaults rank."""
         started = time.perf_counter()
-        explicit = params or self.params
-        p = explicit or self.installed_params()
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
         check_namespace(namespace)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k must be an integer in 1..{MAX_K}, got {k!r}")
+        explicit = params or self.params
+        p = explicit or self.installed_params()
         now_t = parse_time(now) if now is not None else self.clock()
         as_of_t = parse_time(as_of) if as_of is not None else None
         size = max(k, p.window) if p.mmr else k
