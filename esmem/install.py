@@ -12,12 +12,13 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from .engine import Engine
 from .errors import NotFound, NotInstalled
 from .merge import MergePolicy
-from .ranking import CLIENT_KNOBS, KINDS, RecallParams, default_values, parse_duration, template_variables
+from .ranking import CLIENT_KNOBS, KINDS, RecallParams, default_values, template_variables
 from .templates import assets_root, render, render_json, stopwords
 
 MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
@@ -314,8 +315,10 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPol
     for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma"):
         if len({f[name] for f in functions}) > 1:
             raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
-    hl = {f["kind"]: parse_duration(f["hl_default"]) for f in functions if f["kind"]}
-    if sorted(hl) != sorted(KINDS):
+    hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
+                                       if f["kind"] not in ("", "*")}
+    hl.update({kind: None for f in functions if f["kind"] == "*" for kind in f["hls"]})
+    if sorted(hl) != sorted(KINDS) or not all(hl[k] is None or hl[k].total_seconds() > 0 for k in hl):
         raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
     params = RecallParams(
         mode=script["mode"], half_life=None, kind_half_lives=hl,

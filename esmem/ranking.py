@@ -233,7 +233,8 @@ def template_variables(params: RecallParams, evergreen_kinds: tuple[str, ...] = 
     return {
         **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window,
         "kinds": sorted(params.kinds or ()),
-        "half_lives": [(kind, format_duration(params.half_life_of(kind))) for kind in KINDS],
+        "half_lives": [(kind, format_duration(params.half_life_of(kind)), _ms(params.half_life_of(kind)))
+                       for kind in KINDS],
         "client_defaults": json.dumps({**client, "evergreen_kinds": list(evergreen_kinds)}),
     }
 
@@ -247,6 +248,11 @@ def default_values(params: RecallParams, evergreen_kinds: tuple[str, ...] = ()) 
     out["kinds"] = ",".join(sorted(params.kinds or ())) or "(all)"
     out["evergreen_kinds"] = ",".join(sorted(evergreen_kinds)) or "-"
     return out
+
+
+def _ms(d: timedelta | None) -> int:
+    """A half-life in milliseconds as the template renders it; 0 = never decays."""
+    return 0 if d is None else int(round(d.total_seconds() * 1000))
 
 
 def _text(v: Any) -> str:
