@@ -213,7 +213,7 @@ CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho")
 
 def duration_param(d: timedelta | None) -> str | bool:
     """A half-life as the template takes it: exact milliseconds, or false for never decays."""
-    return False if d is None else f"{int(round(d.total_seconds() * 1000))}ms"
+    return False if d is None else f"{_ms(d)}ms"
 
 
 def template_overrides(params: RecallParams) -> dict[str, Any]:
@@ -233,8 +233,7 @@ def template_variables(params: RecallParams, evergreen_kinds: tuple[str, ...] = 
     return {
         **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window,
         "kinds": sorted(params.kinds or ()),
-        "half_lives": [(kind, format_duration(params.half_life_of(kind)), _ms(params.half_life_of(kind)))
-                       for kind in KINDS],
+        "half_lives": [(kind, _ms(params.half_life_of(kind))) for kind in KINDS],
         "client_defaults": json.dumps({**client, "evergreen_kinds": list(evergreen_kinds)}),
     }
 
