@@ -253,16 +253,15 @@ def make_queries(corpus: Corpus, count: int, seed: int = 0, *, namespace: str | 
 
 
 # -- the naive path (d) ------------------------------------------------------------------------
-NAIVE_FIELDS = ("content", "kind", "importance", "anchor_at", "valid_from", "evergreen")
 PAGE = 10_000  # the engine's default max_result_window
 
 
-def fetch_all(engine: Engine, alias: str, namespace: str) -> tuple[list[dict[str, Any]], float]:
+def fetch_all(engine: Engine, prefix: str, namespace: str) -> tuple[list[dict[str, Any]], float]:
     """Every active memory of a namespace (scroll pages of 10k, only the fields the scorer reads),
     and the engine's summed `took`."""
-    body = {"size": PAGE, "_source": list(NAIVE_FIELDS), "sort": ["_doc"], "query": {"bool": {"filter": [
-        {"term": {"namespace": namespace}}, {"term": {"status": "active"}}]}}}
-    resp = engine.request("POST", f"/{alias}/_search", body, {"routing": namespace, "scroll": "1m"})
+    names = Names(prefix)
+    body = {"id": names.script("fetch_all"), "params": {"namespace": namespace, "size": PAGE}}
+    resp = engine.request("POST", f"/{names.alias}/_search/template", body, {"routing": namespace, "scroll": "1m"})
     docs: list[dict[str, Any]] = []
     took = 0.0
     try:
@@ -338,16 +337,15 @@ class Paths:
         self.alias = self.store.alias
 
     def bm25(self, q: Query) -> Timings:
-        body = {"size": self.k, "track_total_hits": False, "query": {"bool": {
-            "filter": [{"term": {"namespace": q.namespace}}], "must": [{"match": {"content": q.text}}]}}}
-        resp = self.engine.request("POST", f"/{self.alias}/_search", body, {"routing": q.namespace})
+        body = {"id": self.names.script("bm25"), "params": {"namespace": q.namespace, "query": q.text, "size": self.k}}
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", body, {"routing": q.namespace})
         return {"took": float(resp["took"])}
 
     def template(self, q: Query) -> Timings:
-        tp = ranking.template_params(self.params, query=q.text, namespace=q.namespace, size=self.params.window,
-                                     now=utcnow())
-        resp = self.engine.request("POST", f"/{self.alias}/_search/template",
-                                   {"id": self.names.script("recall"), "params": tp}, {"routing": q.namespace})
+        # what any client sends: namespace and query; every other knob is the installed default
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", {
+            "id": self.names.script("recall"), "params": {"namespace": q.namespace, "query": q.text}},
+            {"routing": q.namespace})
         return {"took": float(resp["took"])}
 
     def recall(self, q: Query) -> Timings:
@@ -356,7 +354,7 @@ class Paths:
 
     def naive(self, q: Query) -> Timings:
         started = time.perf_counter()
-        docs, took = fetch_all(self.engine, self.alias, q.namespace)
+        docs, took = fetch_all(self.engine, self.names.prefix, q.namespace)
         fetched = time.perf_counter()
         naive_rank(docs, q.text, utcnow(), self.params, self.k)
         return {"took": took, "fetch": (fetched - started) * 1000, "score": (time.perf_counter() - fetched) * 1000}

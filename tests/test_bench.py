@@ -96,7 +96,7 @@ def test_naive_top1_matches_a_plain_python_computation(engine: Engine, installed
     store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False))
     store.remember_many(corpus.inputs())
     ns = corpus.namespaces[2]  # the smallest
-    docs, took = fetch_all(engine, store.alias, ns)
+    docs, took = fetch_all(engine, store.names.prefix, ns)
     assert len(docs) == corpus.sizes[2] and took >= 0
     for q in make_queries(corpus, 8, 3, namespace=ns):
         ranked = naive_rank(docs, q.text, NOW, RecallParams(), 5)
