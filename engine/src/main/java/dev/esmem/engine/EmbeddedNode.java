@@ -24,6 +24,8 @@ import org.opensearch.transport.Netty4Plugin;
  * Node's constructor that takes classpath plugins is protected, hence the subclass.
  * Usage: EmbeddedNode HOME_DIR HTTP_PORT   (port 0 = let the OS pick; the bound
  * address is written to HOME_DIR/http.address once the node answers).
+ * -Desmem.plugins=CLASS[,CLASS...] adds plugins found on the classpath (the secured engine passes
+ * org.opensearch.security.OpenSearchSecurityPlugin); their settings come from HOME_DIR/config/opensearch.yml.
  */
 public final class EmbeddedNode extends Node {
 
@@ -36,6 +38,17 @@ public final class EmbeddedNode extends Node {
               plugins, true);
     }
 
+    @SuppressWarnings("unchecked")
+    static List<Class<? extends Plugin>> extraPlugins() throws ClassNotFoundException {
+        List<Class<? extends Plugin>> extra = new java.util.ArrayList<>();
+        for (String name : System.getProperty("esmem.plugins", "").split(",")) {
+            if (!name.isBlank()) {
+                extra.add((Class<? extends Plugin>) Class.forName(name.trim()));
+            }
+        }
+        return extra;
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length != 2) {
             System.err.println("usage: EmbeddedNode HOME_DIR HTTP_PORT");
@@ -46,7 +59,8 @@ public final class EmbeddedNode extends Node {
         Files.createDirectories(home.resolve("logs"));
         Files.createDirectories(home.resolve("config"));
         String port = args[1].equals("0") ? "0" : args[1];
-        Settings settings = Settings.builder()
+        List<Class<? extends Plugin>> extra = extraPlugins();
+        Settings.Builder builder = Settings.builder()
             .put("path.home", home.toString())
             .put("path.data", home.resolve("data").toString())
             .put("path.logs", home.resolve("logs").toString())
@@ -56,12 +70,16 @@ public final class EmbeddedNode extends Node {
             .put("http.port", port)
             .put("transport.port", "0")
             .put("discovery.type", "single-node")
-            .put("http.type", "netty4")
-            .put("transport.type", "netty4")
             .put("cluster.routing.allocation.disk.threshold_enabled", false)
-            .put("action.auto_create_index", true)
-            .build();
-        EmbeddedNode node = new EmbeddedNode(settings, PLUGINS);
+            .put("action.auto_create_index", true);
+        if (extra.isEmpty()) {
+            // With extra plugins (security) their own HTTP/transport types (TLS) must win, so none is forced.
+            builder.put("http.type", "netty4").put("transport.type", "netty4");
+        }
+        Settings settings = builder.build();
+        List<Class<? extends Plugin>> plugins = new java.util.ArrayList<>(PLUGINS);
+        plugins.addAll(extra);
+        EmbeddedNode node = new EmbeddedNode(settings, plugins);
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             try {
