@@ -34,13 +34,30 @@ class Group(click.Group):
 
 
 @click.group(cls=Group)
-@click.option("--url", envvar="ESMEM_URL", default=None, help="Cluster URL (env ESMEM_URL).")
+@click.option("--url", envvar="ESMEM_URL", default=None,
+              help="Cluster URL, userinfo allowed: https://user:pass@host:9200 (env ESMEM_URL).")
 @click.option("--prefix", envvar="ESMEM_PREFIX", default="esmem", show_default=True,
               help="Name prefix of the index, alias, scripts and templates (env ESMEM_PREFIX).")
+@click.option("--cloud-id", default=None, help="Elastic Cloud ID instead of --url (env ESMEM_CLOUD_ID).")
+@click.option("--username", default=None, help="Basic-auth user (env ESMEM_USERNAME; the password only from "
+                                               "ESMEM_PASSWORD or ESMEM_PASSWORD_FILE, never argv).")
+@click.option("--ca-certs", default=None, help="PEM CA bundle to trust (env ESMEM_CA_CERTS).")
+@click.option("--ssl-fingerprint", default=None, help="Pin the server certificate's SHA-256 (env ESMEM_SSL_FINGERPRINT).")
+@click.option("--client-cert", default=None, help="Client certificate PEM (env ESMEM_CLIENT_CERT).")
+@click.option("--client-key", default=None, help="Client key PEM (env ESMEM_CLIENT_KEY).")
+@click.option("--insecure", is_flag=True, default=False,
+              help="Do not verify TLS certificates (loud warning; env ESMEM_VERIFY_CERTS=false).")
+@click.option("--aws-region", default=None, help="Sign with SigV4 for Amazon OpenSearch Service (env ESMEM_AWS_REGION).")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
+def cli(ctx: click.Context, url: str | None, prefix: str, cloud_id: str | None, username: str | None,
+        ca_certs: str | None, ssl_fingerprint: str | None, client_cert: str | None, client_key: str | None,
+        insecure: bool, aws_region: str | None) -> None:
     """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
-    ctx.obj = {"url": url, "prefix": prefix}
+    ctx.obj = {"url": url, "prefix": prefix,
+               "connection": {"cloud_id": cloud_id, "username": username, "ca_certs": ca_certs,
+                              "ssl_fingerprint": ssl_fingerprint, "client_cert": client_cert,
+                              "client_key": client_key, "verify_certs": False if insecure else None,
+                              "aws_region": aws_region}}
 
 
 # -- engine ------------------------------------------------------------------------------------
@@ -53,10 +70,18 @@ def engine() -> None:
 @click.option("--port", type=int, default=None, help="HTTP port (default: a free one).")
 @click.option("--data", type=click.Path(path_type=Path), default=None, help="Data directory.")
 @click.option("--heap", default=None, help="JVM heap, e.g. 1g (env ESMEM_ENGINE_HEAP).")
-def engine_up(port: int | None, data: Path | None, heap: str | None) -> None:
+@click.option("--secure", is_flag=True, help="With the security plugin: TLS, users, document-level security.")
+def engine_up(port: int | None, data: Path | None, heap: str | None, secure: bool) -> None:
     """Start the node in the background; print its URL as the last line."""
     err.print("starting the embedded engine (the first start builds it with Maven)...")
-    running = embedded.up(port=port, data=data, heap=heap)
+    running = embedded.up(port=port, data=data, heap=heap, secure=secure)
+    if running.secure:
+        from .embedded_secure import ADMIN_USER, files
+
+        # Paths only: the password stays in its 0600 file.
+        err.print(f"secured: user {ADMIN_USER}, CA {running.ca}; connect with\n"
+                  f"  export ESMEM_URL={running.url} ESMEM_CA_CERTS={running.ca} ESMEM_USERNAME={ADMIN_USER} "
+                  f"ESMEM_PASSWORD_FILE={files(running.home).password_file}", highlight=False)
     click.echo(running.url)
 
 
@@ -64,8 +89,9 @@ def engine_up(port: int | None, data: Path | None, heap: str | None) -> None:
 def engine_status() -> None:
     """Exit 0 when the embedded node answers."""
     running = embedded.read_state()
-    if running and embedded.health(running.url):
-        click.echo(f"{running.url} {embedded.health(running.url)} (pid {running.pid})")
+    status = embedded.running_health(running) if running else None
+    if running and status:
+        click.echo(f"{running.url} {status} (pid {running.pid}{', secured' if running.secure else ''})")
         return
     fail("the embedded engine is not running", 1)
 
