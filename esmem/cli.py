@@ -442,8 +442,9 @@ def demo(ctx: click.Context, data: Path | None) -> None:
 def _register() -> None:
     from .cli_agent import config_cmd, context_cmd, stats_cmd
     from .cli_bench import bench_cmd
+    from .cli_grant import grant_cmd, revoke_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, grant_cmd, revoke_cmd):
         cli.add_command(command)
 
 

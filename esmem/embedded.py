@@ -166,7 +166,8 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
 
         embedded_secure.configure(home, node_home, target)
         extra_cp = embedded_secure.classpath(target)
-        props = [f"-Desmem.plugins={embedded_secure.PLUGIN_CLASS}"]
+        props = [f"-Desmem.plugins={embedded_secure.PLUGIN_CLASS}",
+                 f"-Dlog4j2.configurationFile={embedded_secure.log_config(node_home)}"]
     (node_home / "http.address").unlink(missing_ok=True)
     port = port or free_port()
     heap = heap or os.environ.get("ESMEM_ENGINE_HEAP", "1g")

@@ -151,6 +151,24 @@ def _yaml(path: Path, data: dict) -> None:
     _private_write(path, json.dumps(data, indent=1).encode())
 
 
+# The node logs the first bytes of a plain-HTTP request sent to its TLS port as hex, Authorization header
+# included: the secured node's log layout replaces that dump (the rest of the log is unchanged).
+LOG4J = """status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.alwaysWriteExceptions = false
+appender.console.layout.pattern = [%d{ISO8601}][%-5p][%c{1.}] %replace{%m%n%throwable}{record: [0-9a-fA-F]+}{record: (redacted)}
+rootLogger.level = warn
+rootLogger.appenderRef.console.ref = console
+"""
+
+
+def log_config(node_home: Path) -> Path:
+    return node_home / "config" / "log4j2-esmem-secure.properties"
+
+
 def configure(home: Path, node_home: Path, target: Path) -> SecureFiles:
     """Write node_home/config/opensearch.yml and the security plugin's initial configuration."""
     sec = ensure_secrets(home)
@@ -175,6 +193,7 @@ def configure(home: Path, node_home: Path, target: Path) -> SecureFiles:
         "plugins.security.audit.type": "noop",
         "plugins.security.system_indices.enabled": True,
     })
+    _private_write(log_config(node_home), LOG4J.encode())
     sec_config = config / "opensearch-security"
     _private_dir(sec_config)
     shipped = plugin_dir(target) / "config"

@@ -108,7 +108,7 @@ class Engine:
 
     def _detect(self) -> EngineInfo:
         try:
-            root = self.request("GET", "/")
+            root = self._call("GET", "/")  # not recorded: recorders see what esmem does, not the handshake
         except (TLSFailure, AuthenticationFailed):
             raise
         except EngineUnavailable as e:
@@ -142,6 +142,9 @@ class Engine:
         """Send one REST call; map client errors onto esmem's error types."""
         if self.recorder:
             self.recorder(method, path, body, params)
+        return self._call(method, path, body, params)
+
+    def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         headers = {"accept": "application/json"}
         if isinstance(body, str):
             headers["content-type"] = "application/x-ndjson"
