@@ -76,13 +76,29 @@ def engine_up(port: int | None, data: Path | None, heap: str | None, secure: boo
     err.print("starting the embedded engine (the first start builds it with Maven)...")
     running = embedded.up(port=port, data=data, heap=heap, secure=secure)
     if running.secure:
+        err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
+                  highlight=False)
+    click.echo(running.url)
+
+
+def _env_line(running: embedded.Running) -> str:
+    """The ESMEM_* exports for a running embedded engine: paths only, the password stays in its 0600 file."""
+    line = f"export ESMEM_URL={running.url}"
+    if running.secure:
         from .embedded_secure import ADMIN_USER, files
 
-        # Paths only: the password stays in its 0600 file.
-        err.print(f"secured: user {ADMIN_USER}, CA {running.ca}; connect with\n"
-                  f"  export ESMEM_URL={running.url} ESMEM_CA_CERTS={running.ca} ESMEM_USERNAME={ADMIN_USER} "
-                  f"ESMEM_PASSWORD_FILE={files(running.home).password_file}", highlight=False)
-    click.echo(running.url)
+        line += (f" ESMEM_CA_CERTS={running.ca} ESMEM_USERNAME={ADMIN_USER}"
+                 f" ESMEM_PASSWORD_FILE={files(running.home).password_file}")
+    return line
+
+
+@engine.command("env")
+def engine_env() -> None:
+    """Print the export line that points esmem at the running embedded engine (for `eval`)."""
+    running = embedded.read_state()
+    if not running or not embedded.running_health(running):
+        fail("the embedded engine is not running", 1)
+    click.echo(_env_line(running))
 
 
 @engine.command("status")
