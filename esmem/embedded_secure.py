@@ -197,8 +197,7 @@ def configure(home: Path, node_home: Path, target: Path) -> SecureFiles:
     sec_config = config / "opensearch-security"
     _private_dir(sec_config)
     shipped = plugin_dir(target) / "config"
-    for name in ("action_groups.yml", "allowlist.yml", "audit.yml", "config.yml", "nodes_dn.yml", "roles.yml",
-                 "tenants.yml"):
+    for name in ("action_groups.yml", "allowlist.yml", "audit.yml", "nodes_dn.yml", "roles.yml", "tenants.yml"):
         if (shipped / name).exists():
             shutil.copyfile(shipped / name, sec_config / name)
             os.chmod(sec_config / name, 0o600)
@@ -209,5 +208,18 @@ def configure(home: Path, node_home: Path, target: Path) -> SecureFiles:
                      "description": "esmem embedded admin (password in ESMEM_HOME/engine/secure/admin-password)"}})
     _yaml(sec_config / "roles_mapping.yml", {
         "_meta": {"type": "rolesmapping", "config_version": 2},
-        "all_access": {"reserved": False, "backend_roles": ["admin"], "description": "the esmem admin"}})
+        "all_access": {"reserved": False, "backend_roles": ["admin"], "users": ["esmem-admin"],
+                       "description": "the esmem admin (password or the admin client certificate)"}})
+    # Client certificates first (CN = user name, no challenge), then HTTP basic against internal users.
+    _yaml(sec_config / "config.yml", {
+        "_meta": {"type": "config", "config_version": 2},
+        "config": {"dynamic": {"http": {"anonymous_auth_enabled": False}, "authc": {
+            "clientcert_auth_domain": {
+                "http_enabled": True, "transport_enabled": False, "order": 0,
+                "http_authenticator": {"type": "clientcert", "config": {"username_attribute": "cn"}, "challenge": False},
+                "authentication_backend": {"type": "noop"}},
+            "basic_internal_auth_domain": {
+                "http_enabled": True, "transport_enabled": True, "order": 1,
+                "http_authenticator": {"type": "basic", "challenge": True},
+                "authentication_backend": {"type": "intern"}}}}}})
     return sec

@@ -184,7 +184,7 @@ def _client_url(client: Any) -> str:
 
 
 _ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"\\]+")
-_TLS_REASON = re.compile(r"(certificate verify failed[^)'\"\\]*|[Ff]ingerprints did not match[^)'\"\\]*|"
+_TLS_REASON = re.compile(r"(certificate verify failed[^()'\"\\]*|[Ff]ingerprints did not match|"
                          r"wrong version number|sslv3 alert [a-z ]+|tlsv1 alert [a-z ]+|unknown ca|bad certificate)")
 
 
@@ -192,7 +192,7 @@ def _connection_reason(e: Exception) -> str:
     text = str(e)
     m = _TLS_REASON.search(text) or _ERRNO.search(text)
     if m:
-        return m.group(0).strip()
+        return m.group(0).strip(" .")
     if "timed out" in text.lower() or "Timeout" in type(e).__name__:
         return "timed out"
     if "RemoteDisconnected" in text or "Connection aborted" in text or "reset by peer" in text:
