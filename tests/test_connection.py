@@ -115,3 +115,20 @@ def test_sigv4_signs_with_opensearch_py_signer(recorder, monkeypatch) -> None:
     auth = seen[0].get("Authorization") or seen[0].get("authorization")
     assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") and "/eu-west-1/es/aws4_request" in auth
     assert "X-Amz-Date" in seen[0] or "x-amz-date" in seen[0]
+
+
+def test_the_issue_command_against_a_closed_port_shows_no_password(monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from esmem.cli import cli
+    from esmem.connection import ENV
+    from esmem.embedded import free_port
+
+    for var in ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    port = free_port()
+    res = CliRunner().invoke(cli, ["recall", "deploy", "-n", "A"],
+                             env={"ESMEM_URL": f"http://alice:S3cretPW@127.0.0.1:{port}"})
+    assert res.exit_code == 2
+    assert res.output.startswith(f"error: no engine answers at http://127.0.0.1:{port} (")
+    assert "S3cretPW" not in res.output and "alice" not in res.output
