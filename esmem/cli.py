@@ -61,20 +61,28 @@ def cli(ctx: click.Context, url: str | None, prefix: str, cloud_id: str | None, 
 
 
 # -- engine ------------------------------------------------------------------------------------
+_ENGINE_OPTION = click.option("--engine", "flavour", type=click.Choice(list(embedded.FLAVOURS)),
+                              default=embedded.DEFAULT_FLAVOUR, show_default=True,
+                              help="Which embedded engine (OpenSearch 3 needs Java 21+).")
+
+
 @cli.group()
 def engine() -> None:
-    """Run the embedded OpenSearch 2.19 node (built from Maven Central artifacts)."""
+    """Run an embedded OpenSearch node (2.19 or 3.x, built from Maven Central artifacts)."""
 
 
 @engine.command("up")
+@_ENGINE_OPTION
 @click.option("--port", type=int, default=None, help="HTTP port (default: a free one).")
 @click.option("--data", type=click.Path(path_type=Path), default=None, help="Data directory.")
-@click.option("--heap", default=None, help="JVM heap, e.g. 1g (env ESMEM_ENGINE_HEAP).")
-@click.option("--secure", is_flag=True, help="With the security plugin: TLS, users, document-level security.")
-def engine_up(port: int | None, data: Path | None, heap: str | None, secure: bool) -> None:
-    """Start the node in the background; print its URL as the last line."""
-    err.print("starting the embedded engine (the first start builds it with Maven)...")
-    running = embedded.up(port=port, data=data, heap=heap, secure=secure)
+@click.option("--heap", default=None, help="JVM heap per node, e.g. 1g (env ESMEM_ENGINE_HEAP).")
+@click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True,
+              help="Form a cluster of this many nodes on 127.0.0.1.")
+@click.option("--secure", is_flag=True, help="One 2.19 node with the security plugin: TLS, users, document-level security.")
+def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool) -> None:
+    """Start the node(s) in the background; print the URL (of the first node) as the last line."""
+    err.print(f"starting the embedded {flavour} (the first start builds it with Maven)...")
+    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure)
     if running.secure:
         err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
                   highlight=False)
@@ -93,29 +101,32 @@ def _env_line(running: embedded.Running) -> str:
 
 
 @engine.command("env")
-def engine_env() -> None:
+@_ENGINE_OPTION
+def engine_env(flavour: str) -> None:
     """Print the export line that points esmem at the running embedded engine (for `eval`)."""
-    running = embedded.read_state()
+    running = embedded.read_state(embedded.state_dir(flavour))
     if not running or not embedded.running_health(running):
         fail("the embedded engine is not running", 1)
     click.echo(_env_line(running))
 
 
 @engine.command("status")
-def engine_status() -> None:
+@_ENGINE_OPTION
+def engine_status(flavour: str) -> None:
     """Exit 0 when the embedded node answers."""
-    running = embedded.read_state()
+    running = embedded.read_state(embedded.state_dir(flavour))
     status = embedded.running_health(running) if running else None
     if running and status:
-        click.echo(f"{running.url} {status} (pid {running.pid}{', secured' if running.secure else ''})")
+        click.echo(f"{running.url} {status} (pid {', '.join(map(str, running.pids))}{', secured' if running.secure else ''})")
         return
-    fail("the embedded engine is not running", 1)
+    fail(f"the embedded {flavour} is not running", 1)
 
 
 @engine.command("down")
-def engine_down() -> None:
-    """Stop the embedded node."""
-    click.echo("stopped" if embedded.down() else "not running")
+@_ENGINE_OPTION
+def engine_down(flavour: str) -> None:
+    """Stop the embedded node(s)."""
+    click.echo("stopped" if embedded.down(embedded.state_dir(flavour)) else "not running")
 
 
 # -- install / check ---------------------------------------------------------------------------
@@ -344,7 +355,10 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
 
     if (dataset is None) == (locomo is None):
         fail("give either a DATASET file or --locomo DIR")
-    data = ev.locomo_dataset(locomo) if locomo else ev.load_dataset(dataset)
+    dropped: list[str] = []
+    data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    if dropped:
+        err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
     recall_pairs, merge_pairs = ev.split_overrides(_pairs(sets))
     if no_merge:
         merge_pairs["enabled"] = False
@@ -459,8 +473,9 @@ def _register() -> None:
     from .cli_agent import config_cmd, context_cmd, stats_cmd
     from .cli_bench import bench_cmd
     from .cli_grant import grant_cmd, revoke_cmd
+    from .cli_mcp import mcp_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, grant_cmd, revoke_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd):
         cli.add_command(command)
 
 
