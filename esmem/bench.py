@@ -405,6 +405,34 @@ def measure(calls: Mapping[str, Callable[[Query], Timings]], queries: Sequence[Q
     return out
 
 
+def measure_repeated(calls: Mapping[str, Callable[[Query], Timings]], queries: Sequence[Query],
+                     warmup: Sequence[Query], repeat: int,
+                     advance: Callable[[int], None] = lambda n: None) -> dict[str, dict[str, Any]]:
+    """`measure` `repeat` times back to back (each pass interleaves the paths): every number is the
+    median over the passes, and each ratio to (a) also carries its [min, max] over the passes, so a
+    claim can be read against this machine's noise."""
+    return combine_passes([measure(calls, queries, warmup if i == 0 else (), advance) for i in range(repeat)])
+
+
+def combine_passes(passes: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Several `measure` results as one: medians, summed counts, and each ratio's [min, max]."""
+    repeat = len(passes)
+    out: dict[str, dict[str, Any]] = {}
+    for name, first in passes[0].items():
+        rows = [p[name] for p in passes]
+        row: dict[str, Any] = {"label": first["label"], "n": sum(r["n"] for r in rows), "passes": repeat}
+        for key, value in first.items():
+            if isinstance(value, float):
+                row[key] = statistics.median(r[key] for r in rows)
+            elif isinstance(value, dict):
+                row[key] = {q: statistics.median(r[key][q] for r in rows) for q in value}
+        for p in ("p50", "p95", "p99"):
+            ratios = [r[f"ratio_{p}"] for r in rows]
+            row[f"ratio_{p}_spread"] = [min(ratios), max(ratios)]
+        out[name] = row
+    return out
+
+
 # -- one run -----------------------------------------------------------------------------------
 def ingest(engine: Engine, prefix: str, items: Sequence[MemoryInput], merge: MergePolicy,
            advance: Callable[[int], None]) -> dict[str, Any]:
@@ -448,7 +476,7 @@ def targets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries: int, k: int, seed: int,
-             merge_sample: int, largest: int, progress: Progress) -> dict[str, Any]:
+             merge_sample: int, largest: int, progress: Progress, repeat: int = 1) -> dict[str, Any]:
     """Generate, ingest (without merge: the queried index; with merge: a sample), measure, clean up."""
     task = progress.add_task(f"{size}: generate", total=size)
     corpus = generate(size, namespaces, seed, progress=lambda n: progress.advance(task, n))
@@ -478,11 +506,12 @@ def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries
         for scope, ns, count in scopes:
             warm = max(2, count // 10)
             qs = make_queries(corpus, count + warm, seed, namespace=ns)
-            task = progress.add_task(f"{size}: queries, {scope}", total=4 * (count + warm))
+            task = progress.add_task(f"{size}: queries, {scope}", total=4 * (repeat * count + warm))
             run["latency"].append({
                 "scope": scope, "namespace": ns, "queries": count,
                 "namespace_size": round(statistics.fmean(ns_sizes[q.namespace] for q in qs[:count])),
-                "paths": measure(paths.calls(), qs[:count], qs[count:], lambda n: progress.advance(task, n))})
+                "paths": measure_repeated(paths.calls(), qs[:count], qs[count:], repeat,
+                                          lambda n: progress.advance(task, n))})
         run["index"]["force_merged"] = store_stats(engine, alias, force_merge=True)
         run["targets"] = targets(run)
         return run
@@ -492,15 +521,18 @@ def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries
 
 
 def run(engine: Engine, prefix: str, sizes: Sequence[int], *, namespaces: int = 100, queries: int = 200, k: int = 5,
-        seed: int = 0, merge_sample: int = 10_000, largest: int = 2, console: Console | None = None) -> dict[str, Any]:
+        seed: int = 0, merge_sample: int = 10_000, largest: int = 2, repeat: int = 1,
+        console: Console | None = None) -> dict[str, Any]:
     """The whole benchmark as a JSON-ready report; progress bars go to stderr."""
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console or Console(stderr=True))
     with progress:
         runs = [run_size(engine, prefix, size, namespaces=namespaces, queries=queries, k=k, seed=seed,
-                         merge_sample=merge_sample, largest=largest, progress=progress) for size in sizes]
+                         merge_sample=merge_sample, largest=largest, progress=progress, repeat=repeat)
+                for size in sizes]
     defaults = RecallParams()
     return {"engine": str(engine.info), "config": {
         "sizes": list(sizes), "namespaces": namespaces, "queries": queries, "k": k, "seed": seed,
-        "window": defaults.window, "recent_n": RECENT_N, "merge_sample": merge_sample, "largest": largest},
+        "window": defaults.window, "recent_n": RECENT_N, "merge_sample": merge_sample, "largest": largest,
+        "repeat": repeat},
         "runs": runs}

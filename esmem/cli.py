@@ -110,6 +110,13 @@ def engine_env(flavour: str) -> None:
     click.echo(_env_line(running))
 
 
+@engine.command("lock")
+@_ENGINE_OPTION
+def engine_lock(flavour: str) -> None:
+    """Maintainers: build with Maven, then write engine/launcher/ENGINE (jars.lock + compiled launcher)."""
+    click.echo(embedded.lock(flavour))
+
+
 @engine.command("status")
 @_ENGINE_OPTION
 def engine_status(flavour: str) -> None:
