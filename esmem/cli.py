@@ -34,13 +34,30 @@ class Group(click.Group):
 
 
 @click.group(cls=Group)
-@click.option("--url", envvar="ESMEM_URL", default=None, help="Cluster URL (env ESMEM_URL).")
+@click.option("--url", envvar="ESMEM_URL", default=None,
+              help="Cluster URL, userinfo allowed: https://user:pass@host:9200 (env ESMEM_URL).")
 @click.option("--prefix", envvar="ESMEM_PREFIX", default="esmem", show_default=True,
               help="Name prefix of the index, alias, scripts and templates (env ESMEM_PREFIX).")
+@click.option("--cloud-id", default=None, help="Elastic Cloud ID instead of --url (env ESMEM_CLOUD_ID).")
+@click.option("--username", default=None, help="Basic-auth user (env ESMEM_USERNAME; the password only from "
+                                               "ESMEM_PASSWORD or ESMEM_PASSWORD_FILE, never argv).")
+@click.option("--ca-certs", default=None, help="PEM CA bundle to trust (env ESMEM_CA_CERTS).")
+@click.option("--ssl-fingerprint", default=None, help="Pin the server certificate's SHA-256 (env ESMEM_SSL_FINGERPRINT).")
+@click.option("--client-cert", default=None, help="Client certificate PEM (env ESMEM_CLIENT_CERT).")
+@click.option("--client-key", default=None, help="Client key PEM (env ESMEM_CLIENT_KEY).")
+@click.option("--insecure", is_flag=True, default=False,
+              help="Do not verify TLS certificates (loud warning; env ESMEM_VERIFY_CERTS=false).")
+@click.option("--aws-region", default=None, help="Sign with SigV4 for Amazon OpenSearch Service (env ESMEM_AWS_REGION).")
 @click.pass_context
-def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
+def cli(ctx: click.Context, url: str | None, prefix: str, cloud_id: str | None, username: str | None,
+        ca_certs: str | None, ssl_fingerprint: str | None, client_cert: str | None, client_key: str | None,
+        insecure: bool, aws_region: str | None) -> None:
     """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
-    ctx.obj = {"url": url, "prefix": prefix}
+    ctx.obj = {"url": url, "prefix": prefix,
+               "connection": {"cloud_id": cloud_id, "username": username, "ca_certs": ca_certs,
+                              "ssl_fingerprint": ssl_fingerprint, "client_cert": client_cert,
+                              "client_key": client_key, "verify_certs": False if insecure else None,
+                              "aws_region": aws_region}}
 
 
 # -- engine ------------------------------------------------------------------------------------
@@ -61,11 +78,36 @@ def engine() -> None:
 @click.option("--heap", default=None, help="JVM heap per node, e.g. 1g (env ESMEM_ENGINE_HEAP).")
 @click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True,
               help="Form a cluster of this many nodes on 127.0.0.1.")
-def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int) -> None:
+@click.option("--secure", is_flag=True, help="One 2.19 node with the security plugin: TLS, users, document-level security.")
+def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool) -> None:
     """Start the node(s) in the background; print the URL (of the first node) as the last line."""
     err.print(f"starting the embedded {flavour} (the first start builds it with Maven)...")
-    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes)
+    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure)
+    if running.secure:
+        err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
+                  highlight=False)
     click.echo(running.url)
+
+
+def _env_line(running: embedded.Running) -> str:
+    """The ESMEM_* exports for a running embedded engine: paths only, the password stays in its 0600 file."""
+    line = f"export ESMEM_URL={running.url}"
+    if running.secure:
+        from .embedded_secure import ADMIN_USER, files
+
+        line += (f" ESMEM_CA_CERTS={running.ca} ESMEM_USERNAME={ADMIN_USER}"
+                 f" ESMEM_PASSWORD_FILE={files(running.home).password_file}")
+    return line
+
+
+@engine.command("env")
+@_ENGINE_OPTION
+def engine_env(flavour: str) -> None:
+    """Print the export line that points esmem at the running embedded engine (for `eval`)."""
+    running = embedded.read_state(embedded.state_dir(flavour))
+    if not running or not embedded.running_health(running):
+        fail("the embedded engine is not running", 1)
+    click.echo(_env_line(running))
 
 
 @engine.command("lock")
@@ -80,8 +122,9 @@ def engine_lock(flavour: str) -> None:
 def engine_status(flavour: str) -> None:
     """Exit 0 when the embedded node answers."""
     running = embedded.read_state(embedded.state_dir(flavour))
-    if running and embedded.health(running.url):
-        click.echo(f"{running.url} {embedded.health(running.url)} (pid {', '.join(map(str, running.pids))})")
+    status = embedded.running_health(running) if running else None
+    if running and status:
+        click.echo(f"{running.url} {status} (pid {', '.join(map(str, running.pids))}{', secured' if running.secure else ''})")
         return
     fail(f"the embedded {flavour} is not running", 1)
 
@@ -467,9 +510,10 @@ def demo(ctx: click.Context, data: Path | None) -> None:
 def _register() -> None:
     from .cli_agent import config_cmd, context_cmd, stats_cmd
     from .cli_bench import bench_cmd
+    from .cli_grant import grant_cmd, revoke_cmd
     from .cli_mcp import mcp_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd):
         cli.add_command(command)
 
 

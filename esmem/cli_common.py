@@ -5,6 +5,7 @@ without importing each other.
 """
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -35,10 +36,13 @@ def _pairs(values: tuple[str, ...]) -> dict[str, str]:
 
 
 def _engine(ctx: click.Context) -> Engine:
-    url = ctx.obj["url"]
-    if not url:
+    """The engine from --url/--cloud-id and the connection options, else the ESMEM_* environment."""
+    from .connection import ConnectionConfig
+
+    overrides = dict(ctx.obj.get("connection") or {})
+    if not (ctx.obj["url"] or overrides.get("cloud_id") or os.environ.get("ESMEM_CLOUD_ID")):
         fail("no cluster URL: pass --url or set ESMEM_URL (or start one with `esmem engine up`)")
-    return Engine(url)
+    return Engine(ConnectionConfig.from_env(url=ctx.obj["url"], **overrides))
 
 
 def _store(ctx: click.Context, params: RecallParams | None = None) -> MemoryStore:

@@ -3,15 +3,18 @@
 `up()` builds the Maven project once (downloads are cached in ~/.m2), starts the node in the
 background on 127.0.0.1, waits for yellow/green health and returns its URL; `down()` stops it.
 State (pid, address, data, log) lives under one directory so `status`/`down` find the node again.
+`up(secure=True)` starts the 2.19 node with the security plugin (TLS, users; see embedded_secure).
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -74,6 +77,20 @@ class Running:
     home: Path
     pids: tuple[int, ...] = ()
     urls: tuple[str, ...] = ()
+    secure: bool = False
+
+    @property
+    def ca(self) -> Path | None:
+        """The CA bundle to trust (secured engine only)."""
+        from . import embedded_secure
+
+        return embedded_secure.files(self.home).ca if self.secure else None
+
+    def auth(self) -> tuple[str, str] | None:
+        """The admin user and password (secured engine only)."""
+        from . import embedded_secure
+
+        return (embedded_secure.ADMIN_USER, embedded_secure.files(self.home).password()) if self.secure else None
 
 
 def _source_digest(project: Path) -> str:
@@ -114,17 +131,19 @@ def _maven(fl: Flavour) -> tuple[str, dict[str, str]]:
     return mvn, {**os.environ, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
 
 
-def build(name: str | None = None, project: Path | None = None) -> Path:
-    """`mvn package` the launcher of one engine unless this exact pom + source was already built."""
+def build(name: str | None = None, project: Path | None = None, *, secure: bool = False) -> Path:
+    """`mvn package` the launcher of one engine unless this exact pom + source was already built
+    (`secure`: with -Psecure, which also unpacks the security plugin)."""
     fl = flavour(name)
     project = project or engine_dir()
     target = project / fl.build_dir
-    stamp = target / "esmem-build.sha256"
+    stamp = target / ("esmem-build-secure.sha256" if secure else "esmem-build.sha256")
     digest = _source_digest(project)
     if stamp.exists() and stamp.read_text() == digest:
         return target
     mvn, env = _maven(fl)
-    cmd = [mvn, "-B", "-q", "package", "-DskipTests"] + ([f"-P{fl.profile}"] if fl.profile else [])
+    profiles = ([fl.profile] if fl.profile else []) + (["secure"] if secure else [])
+    cmd = [mvn, "-B", "-q", "package", "-DskipTests"] + ([f"-P{','.join(profiles)}"] if profiles else [])
     proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
@@ -196,13 +215,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def health(url: str, timeout: float = 2.0) -> str | None:
-    """Cluster health status, or None when nothing answers."""
+def health(url: str, timeout: float = 2.0, *, ca: Path | None = None,
+           auth: tuple[str, str] | None = None) -> str | None:
+    """Cluster health status, or None when nothing answers (or not yet to these credentials)."""
+    req = urllib.request.Request(f"{url}/_cluster/health")
+    if auth:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode())
+    context = ssl.create_default_context(cafile=str(ca)) if ca else None
     try:
-        with urllib.request.urlopen(f"{url}/_cluster/health", timeout=timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout, context=context) as resp:
             return json.load(resp).get("status")
     except (OSError, ValueError):
         return None
+
+
+def running_health(running: Running, timeout: float = 2.0) -> str | None:
+    """`health` of a started node with the credentials it was started with."""
+    return health(running.url, timeout, ca=running.ca, auth=running.auth())
 
 
 def read_state(home: Path | None = None) -> Running | None:
@@ -213,7 +242,7 @@ def read_state(home: Path | None = None) -> Running | None:
         return None
     nodes = info.get("nodes") or [{"pid": info["pid"], "url": info["url"]}]
     return Running(nodes[0]["pid"], nodes[0]["url"], home, tuple(n["pid"] for n in nodes),
-                   tuple(n["url"] for n in nodes))
+                   tuple(n["url"] for n in nodes), bool(info.get("secure", False)))
 
 
 def _alive(pid: int) -> bool:
@@ -232,19 +261,33 @@ def _alive(pid: int) -> bool:
 
 
 def up(*, port: int | None = None, data: Path | None = None, home: Path | None = None,
-       heap: str | None = None, timeout: float = 180.0, engine: str | None = None, nodes: int = 1) -> Running:
+       heap: str | None = None, timeout: float = 180.0, engine: str | None = None, nodes: int = 1,
+       secure: bool = False) -> Running:
     """Start the node(s) in the background (or return the ones already running) and wait for health.
+
+    `secure`: one OpenSearch 2.19 node with the security plugin, TLS and a generated admin password
+    (embedded_secure); it gets its own node directory, so open and secured data never mix.
 
     With `nodes` > 1 the nodes form one cluster on 127.0.0.1 (each with its own data directory), so
     replicas and node failures can be tried on one machine; with an even count the last node is
     data-only, so that node can fail without the cluster losing its manager.
     """
     fl = flavour(engine)
+    if secure and (fl.name != DEFAULT_FLAVOUR or nodes != 1):
+        raise EsmemError("the secured embedded engine is one OpenSearch 2.19 node (security plugin 2.19.4.0)")
     home = (home or state_dir(fl.name)).resolve()
     running = read_state(home)
-    if running and all(_alive(p) for p in running.pids) and health(running.url):
+    if running and all(_alive(p) for p in running.pids) and running.secure != secure:
+        raise EsmemError(f"a{' secured' if running.secure else 'n open'} embedded engine already runs at "
+                         f"{running.url} for this ESMEM_HOME: `esmem engine down` first")
+    if running and all(_alive(p) for p in running.pids) and running_health(running):
         return running
-    cp = classpath(fl.name)
+    if secure:  # the security plugin's jars come from the Maven build (-Psecure), not from the lock
+        target = build(fl.name, secure=True)
+        cp = f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*"
+    else:
+        cp = classpath(fl.name)
+    props: list[str] = []
     java = find_java(fl.java)
     home.mkdir(parents=True, exist_ok=True)
     heap = heap or os.environ.get("ESMEM_ENGINE_HEAP", "1g")
@@ -256,7 +299,14 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     transports = [free_port() for _ in range(nodes)] if nodes > 1 else []
     nodes_state = []
     for i, http_port in enumerate(ports):
-        node_home = (data or home / "node").resolve()
+        node_home = (data or home / ("node-secure" if secure else "node")).resolve()
+        if secure:
+            from . import embedded_secure
+
+            embedded_secure.configure(home, node_home, target)
+            cp = os.pathsep.join([cp, *embedded_secure.classpath(target)])
+            props = [f"-Desmem.plugins={embedded_secure.PLUGIN_CLASS}",
+                     f"-Dlog4j2.configurationFile={embedded_secure.log_config(node_home)}"]
         if nodes > 1:
             node_home = node_home / names[i]
         (node_home / "http.address").unlink(missing_ok=True)
@@ -265,12 +315,13 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
             "node.roles=" + ("cluster_manager,data,ingest" if names[i] in managers else "data,ingest"),
             "discovery.seed_hosts=" + ",".join(f"127.0.0.1:{t}" for t in transports),
             "cluster.initial_cluster_manager_nodes=" + ",".join(managers)]
-        cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true",
+        cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true", *props,
                "-cp", cp,
                "dev.esmem.engine.EmbeddedNode", str(node_home), str(http_port), *extra]
         log = str(home / ("engine.log" if nodes == 1 else f"engine-{names[i]}.log"))
-        nodes_state.append({"pid": _spawn(cmd, log), "url": f"http://127.0.0.1:{http_port}", "cmd": cmd, "log": log})
-    (home / "engine.json").write_text(json.dumps({"engine": fl.name, "nodes": nodes_state}))
+        nodes_state.append({"pid": _spawn(cmd, log), "url": f"{'https' if secure else 'http'}://127.0.0.1:{http_port}",
+                            "cmd": cmd, "log": log})
+    (home / "engine.json").write_text(json.dumps({"engine": fl.name, "nodes": nodes_state, "secure": secure}))
     started = [(n["pid"], n["log"]) for n in nodes_state]
     url = nodes_state[0]["url"]
     deadline = time.monotonic() + timeout
@@ -281,7 +332,8 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
                     stop_pid(other)
                 tail = "\n".join(Path(log).read_text(errors="replace").splitlines()[-15:])
                 raise EngineUnavailable(f"embedded engine exited:\n{tail}")
-        if health(url) == "green" or (nodes == 1 and health(url) == "yellow"):
+        status = running_health(Running(started[0][0], url, home, secure=secure))
+        if status == "green" or (nodes == 1 and status == "yellow"):
             if nodes == 1 or _node_count(url) == nodes:
                 return read_state(home)  # type: ignore[return-value]
         time.sleep(0.5)

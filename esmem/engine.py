@@ -2,18 +2,21 @@
 
 Elasticsearch 8/9 go through `elasticsearch` (which refuses OpenSearch by design), OpenSearch 2/3
 through `opensearch-py`. Everything else in esmem speaks REST paths and JSON bodies through
-`Engine.request`, so one code path serves both families.
+`Engine.request`, so one code path serves both families. Connection options (auth, TLS, Cloud ID, SigV4)
+come from a `ConnectionConfig`; detection (`GET /`) goes through the same configured client as every
+other call, and every error message is redacted with that config before it leaves this module.
 """
 from __future__ import annotations
 
 import json
 import logging
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
 
-from .errors import EngineError, EngineUnavailable, NotFound, UnsupportedEngine, VersionConflict
+from .connection import ConnectionConfig, redact_text
+from .errors import (AuthenticationFailed, EngineError, EngineUnavailable, NotFound, TLSFailure, UnsupportedEngine,
+                     VersionConflict)
 
 # The clients log every 404 as a warning; esmem maps errors itself (NotFound is often expected).
 for _name in ("opensearch", "elastic_transport.transport"):
@@ -50,21 +53,20 @@ class EngineInfo:
         return f"{self.family} {self.version}"
 
 
-def detect(url: str, timeout: float = 5.0) -> EngineInfo:
-    """Ask `GET /` which engine answers at `url`; refuse the ones esmem does not support."""
-    try:
-        with urllib.request.urlopen(url.rstrip("/") + "/", timeout=timeout) as resp:
-            root = json.load(resp)
-    except urllib.error.HTTPError as e:
-        raise EngineUnavailable(f"{url} answered HTTP {e.code} to GET /", status=e.code) from None
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        reason = getattr(e, "reason", e)
-        raise EngineUnavailable(f"no engine answers at {url} ({reason})") from None
-    version = root.get("version") or {}
+def detect(target: "str | ConnectionConfig", timeout: float = 5.0) -> EngineInfo:
+    """Ask `GET /` which engine answers at `target` (a URL or a config); refuse the unsupported ones."""
+    config = target if isinstance(target, ConnectionConfig) else ConnectionConfig(url=target)
+    engine = Engine(replace(config, timeout=timeout))
+    engine.close()
+    return engine.info
+
+
+def _info_from_root(root: Any, where: str) -> EngineInfo:
+    version = (root.get("version") if isinstance(root, dict) else None) or {}
     number = str(version.get("number", ""))
     family = "opensearch" if version.get("distribution") == "opensearch" else "elasticsearch"
     if not number or not number.split(".")[0].isdigit():
-        raise UnsupportedEngine(f"{url} does not look like Elasticsearch or OpenSearch (GET / gave no version)")
+        raise UnsupportedEngine(f"{where} does not look like Elasticsearch or OpenSearch (GET / gave no version)")
     info = EngineInfo(family, number, str(version.get("lucene_version", "")))
     supported = {"opensearch": (2, 3), "elasticsearch": (8, 9)}[family]
     if info.major not in supported:
@@ -76,20 +78,64 @@ def detect(url: str, timeout: float = 5.0) -> EngineInfo:
 class Engine:
     """A connected cluster: `request()` plus the few typed calls esmem needs."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0, recorder: Recorder | None = None):
-        self.url = url.rstrip("/")
-        self.info = detect(self.url)
+    def __init__(self, target: "str | ConnectionConfig", *, timeout: float | None = None,
+                 recorder: Recorder | None = None):
+        """`target`: a URL (userinfo allowed) or a ConnectionConfig (e.g. `ConnectionConfig.from_env()`)."""
+        config = target if isinstance(target, ConnectionConfig) else ConnectionConfig(url=target)
+        if timeout is not None:
+            config = replace(config, timeout=timeout)
+        self.config: ConnectionConfig | None = config
+        self.url = config.display
         self.recorder = recorder
-        if self.info.family == "opensearch":
-            from opensearchpy import OpenSearch
+        # Elastic Cloud IDs only mean Elasticsearch; otherwise opensearch-py asks first (it does not refuse
+        # Elasticsearch the way elasticsearch-py refuses OpenSearch), then the family's own client takes over.
+        self._attach(config.elasticsearch_client() if config.cloud_id else config.opensearch_client())
+        self.info = self._detect()
+        if self.info.family == "elasticsearch" and self._send == self._send_opensearch:
+            self._client.close()
+            self._attach(config.elasticsearch_client())
 
-            self._client = OpenSearch(self.url, timeout=timeout, http_compress=False, pool_maxsize=32)
+    @classmethod
+    def from_client(cls, client: Any, *, recorder: Recorder | None = None) -> "Engine":
+        """Use a caller's configured `OpenSearch` or `Elasticsearch` client as is (auth, TLS, retries)."""
+        self = cls.__new__(cls)
+        self.config = None
+        self.recorder = recorder
+        self._attach(client)
+        self.url = redact_text(_client_url(client))
+        self.info = self._detect()
+        return self
+
+    def _attach(self, client: Any) -> None:
+        from opensearchpy import OpenSearch
+
+        self._client = client
+        if isinstance(client, OpenSearch):
             self._send = self._send_opensearch
-        else:
-            from elasticsearch import Elasticsearch
+            return
+        from elasticsearch import Elasticsearch
 
-            self._client = Elasticsearch(self.url, request_timeout=timeout, connections_per_node=32)
-            self._send = self._send_elasticsearch
+        if not isinstance(client, Elasticsearch):
+            raise TypeError(f"expected an opensearchpy.OpenSearch or elasticsearch.Elasticsearch client, got {type(client)}")
+        self._send = self._send_elasticsearch
+
+    def _detect(self) -> EngineInfo:
+        try:
+            root = self._call("GET", "/")  # not recorded: recorders see what esmem does, not the handshake
+        except (TLSFailure, AuthenticationFailed):
+            raise
+        except EngineUnavailable as e:
+            raise EngineUnavailable(f"no engine answers at {self.url} ({e.reason})") from None
+        except EngineError as e:
+            if e.status is None:
+                raise
+            raise EngineUnavailable(f"{self.url} answered HTTP {e.status} to GET / ({e})",
+                                    status=e.status) from None
+        return _info_from_root(root, self.url)
+
+    def redact(self, text: str) -> str:
+        """`text` without this connection's secrets, URL userinfo or auth header values."""
+        return self.config.redact(text) if self.config else redact_text(text)
 
     # -- transport ---------------------------------------------------------------------------
     def _send_opensearch(self, method: str, path: str, body: Any, params: dict | None, headers: dict) -> Any:
@@ -109,6 +155,9 @@ class Engine:
         """Send one REST call; map client errors onto esmem's error types."""
         if self.recorder:
             self.recorder(method, path, body, params)
+        return self._call(method, path, body, params)
+
+    def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         headers = {"accept": "application/json"}
         if isinstance(body, str):
             headers["content-type"] = "application/x-ndjson"
@@ -117,7 +166,7 @@ class Engine:
         try:
             return self._send(method, path, body, params, headers)
         except Exception as e:  # both clients: map by status code / connection failure
-            raise _map_error(e, method, path) from None
+            raise _map_error(e, method, path, self) from None
 
     # -- typed helpers -----------------------------------------------------------------------
     def bulk(self, lines: Iterable[dict[str, Any]], *, refresh: str | None = None) -> dict[str, Any]:
@@ -136,15 +185,61 @@ def _param(v: Any) -> str:
     return str(v)
 
 
-def _map_error(e: Exception, method: str, path: str) -> Exception:
+def _client_url(client: Any) -> str:
+    try:  # opensearch-py keeps host dicts, elasticsearch-py a node pool
+        hosts = getattr(client.transport, "hosts", None)
+        if hosts:
+            h = hosts[0]
+            return f"{'https' if h.get('use_ssl') or h.get('scheme') == 'https' else 'http'}://{h.get('host')}:{h.get('port')}"
+        return str(client.transport.node_pool.all()[0].base_url)
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return "<caller's client>"
+
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"\\]+")
+_TLS_REASON = re.compile(r"(certificate verify failed[^()'\"\\]*|[Ff]ingerprints did not match|"
+                         r"wrong version number|sslv3 alert [a-z ]+|tlsv1 alert [a-z ]+|unknown ca|bad certificate)")
+
+
+def _connection_reason(e: Exception) -> str:
+    text = str(e)
+    m = _TLS_REASON.search(text) or _ERRNO.search(text)
+    if m:
+        return m.group(0).strip(" .")
+    if "timed out" in text.lower() or "Timeout" in type(e).__name__:
+        return "timed out"
+    if "RemoteDisconnected" in text or "Connection aborted" in text or "reset by peer" in text:
+        return "connection closed by the server (plain HTTP to a TLS port?)"
+    return type(e).__name__
+
+
+def _map_error(e: Exception, method: str, path: str, engine: "Engine") -> Exception:
     status = getattr(e, "status_code", None) or getattr(getattr(e, "meta", None), "status", None)
     body = getattr(e, "info", None) or getattr(e, "body", None)
+    where = engine.url
     if status is None or not isinstance(status, int):
         name = type(e).__name__
+        reason = engine.redact(_connection_reason(e))
+        if "SSL" in name or "Tls" in name or _TLS_REASON.search(str(e)):
+            return TLSFailure(f"TLS with {where} failed ({reason}): trust its CA with ESMEM_CA_CERTS "
+                              "or pin ESMEM_SSL_FINGERPRINT", reason=reason)
         if "Connection" in name or "Timeout" in name or isinstance(e, OSError):
-            return EngineUnavailable(f"engine unreachable during {method} {path}: {e}")
-        return EngineError(f"{method} {path} failed: {e}")
-    reason = _reason(body) or str(e)
+            return EngineUnavailable(f"engine unreachable during {method} {path} at {where} ({reason})", reason=reason)
+        if "UnsupportedProduct" in name:
+            return UnsupportedEngine(f"{where}: the Elasticsearch client refused the server ({reason})")
+        return EngineError(engine.redact(f"{method} {path} failed: {e}"))
+    if status == 401:
+        cfg = engine.config
+        if cfg is not None and not (cfg.username or cfg.api_key or cfg.bearer_token or cfg.aws_region):
+            msg = f"{where} needs credentials (HTTP 401): set ESMEM_USERNAME and ESMEM_PASSWORD, or ESMEM_API_KEY"
+        elif cfg is not None and cfg.username:
+            msg = f"{where} rejected the password of user '{cfg.username}' (HTTP 401)"
+        else:
+            msg = f"{where} rejected the credentials (HTTP 401)"
+        return AuthenticationFailed(msg, status, None)
+    reason = engine.redact(_reason(body) or str(e))
+    if method == "GET" and path == "/":  # detection words its own message around the reason
+        return EngineError(reason, status, body)
     if status == 404:
         return NotFound(f"{method} {path}: not found ({reason})", status, body)
     if status == 409:

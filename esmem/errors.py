@@ -30,6 +30,18 @@ class EngineError(EsmemError):
 class EngineUnavailable(EngineError):
     """Nothing answers at the configured URL."""
 
+    def __init__(self, message: str, status: int | None = None, body: object = None, *, reason: str = ""):
+        super().__init__(message, status, body)
+        self.reason = reason or message
+
+
+class TLSFailure(EngineUnavailable):
+    """The TLS handshake failed: untrusted CA, fingerprint mismatch, or TLS spoken to a plain port."""
+
+
+class AuthenticationFailed(EngineError):
+    """HTTP 401: credentials missing or rejected (the message never contains them)."""
+
 
 class UnsupportedEngine(EngineError):
     """The engine answers but is not one esmem supports (ES 7, OpenSearch 1, ...)."""

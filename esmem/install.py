@@ -155,7 +155,8 @@ def _installed_script(engine: Engine, name: str) -> str | None:
 def current_index(engine: Engine, prefix: str) -> str | None:
     """The concrete index behind the alias, or None before install."""
     try:
-        resp = engine.request("GET", f"/_alias/{Names(prefix).alias}")
+        alias = Names(prefix).alias  # index in the path: a confined agent may only ask about its alias
+        resp = engine.request("GET", f"/{alias}/_alias/{alias}")
     except NotFound:
         return None
     return sorted(resp)[-1] if resp else None

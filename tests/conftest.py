@@ -7,6 +7,10 @@ already running in its ESMEM_HOME state directory (as .ci/run starts them) is us
 otherwise a temporary one is started and stopped. Each test gets its own prefix (uuid), so tests
 never touch each other's data or the rest of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by
 .ci/run) a missing engine fails the run.
+
+Secured engine: ESMEM_SECURE_HOME (the ESMEM_HOME of a running `esmem engine up --secure`, as .ci/run
+starts it) adds it as one more `engine_url` parameter, so the whole suite also runs on it as its admin;
+the `secured` fixture (security-specific tests) uses it too, or starts a temporary one when none is given.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from typing import Iterator
 import pytest
 
 from esmem import embedded
+from esmem.connection import ConnectionConfig
 from esmem.engine import Engine, detect
 from esmem.errors import EsmemError
 from esmem.install import install, uninstall
@@ -67,11 +72,24 @@ class Engines:
     def __init__(self) -> None:
         self.found: dict[str, str] = {}
         self.started_in: dict[str, str] = {}
+        self.secured: embedded.Running | None = None
         self.problems: list[str] = []
         self._stop: list = []
         self._homes: list[Path] = []
 
     def discover(self) -> None:
+        secure_home = os.environ.get("ESMEM_SECURE_HOME")
+        if secure_home:
+            running = embedded.read_state(Path(secure_home) / "engine")
+            if running and running.secure and embedded.running_health(running):
+                self.secured = running
+                self.found["secured"] = running.url
+                self.started_in["secured"] = "already running"
+            else:
+                self.problems.append(f"ESMEM_SECURE_HOME={secure_home}: no secured embedded engine answers there")
+        self._discover_open()
+
+    def _discover_open(self) -> None:
         if os.environ.get("ESMEM_URL"):
             self.found["url"] = os.environ["ESMEM_URL"]
             return
@@ -111,6 +129,27 @@ class Engines:
         except EsmemError as e:
             self.problems.append(f"embedded {name}: {e}")
 
+    def start_secured(self) -> embedded.Running:
+        """A temporary secured engine for the security tests when the run was not given one."""
+        if self.secured is None:
+            home = Path(tempfile.mkdtemp(prefix="esmem-test-secure-"))
+            self._homes.append(home)
+            self._stop.append(lambda: embedded.down(home / "engine"))
+            self.secured = embedded.up(home=home / "engine", secure=True,
+                                       heap=os.environ.get("ESMEM_ENGINE_HEAP", "512m"))
+        return self.secured
+
+    def secured_config(self) -> ConnectionConfig:
+        assert self.secured is not None
+        user, password = self.secured.auth()  # type: ignore[misc]
+        return ConnectionConfig(url=self.secured.url, ca_certs=str(self.secured.ca), username=user, password=password)
+
+    def config(self, name: str) -> ConnectionConfig:
+        """How the suite connects to engine `name`: the secured one as its admin, others as the env says."""
+        if name == "secured":
+            return self.secured_config()
+        return ConnectionConfig.from_env(url=self.found[name])
+
     def stop(self) -> None:
         for stop in self._stop:
             stop()
@@ -123,7 +162,8 @@ _ENGINES = Engines()
 
 def pytest_configure(config: pytest.Config) -> None:
     _ENGINES.discover()
-    if not _ENGINES.found and os.environ.get("ESMEM_REQUIRE_ENGINE") == "1":
+    if (os.environ.get("ESMEM_REQUIRE_ENGINE") == "1"
+            and (not _ENGINES.found or (os.environ.get("ESMEM_SECURE_HOME") and "secured" not in _ENGINES.found))):
         raise pytest.UsageError("ESMEM_REQUIRE_ENGINE=1 but no engine is available: " + "; ".join(_ENGINES.problems))
 
 
@@ -153,7 +193,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     for name in sorted(_OUTCOMES):
         c = _OUTCOMES[name]
         try:
-            version = str(detect(_ENGINES.found[name]))
+            version = str(detect(_ENGINES.config(name)))
         except EsmemError as e:
             version = f"not answering: {e}"
         terminalreporter.write_line(
@@ -166,18 +206,57 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("engine_url", sorted(_ENGINES.found) or ["none"], indirect=True, scope="session")
 
 
+_SECURED_ENV = ("ESMEM_CA_CERTS", "ESMEM_USERNAME", "ESMEM_PASSWORD_FILE")
+
+
 @pytest.fixture(scope="session")
-def engine_url(request: pytest.FixtureRequest) -> str:
+def engine_url(request: pytest.FixtureRequest) -> Iterator[str]:
     if request.param == "none":
         if os.environ.get("ESMEM_REQUIRE_ENGINE") == "1":
             pytest.fail("no engine available: " + "; ".join(_ENGINES.problems))
         pytest.skip("no engine available (set ESMEM_URL, start Docker, or install Java+Maven)")
-    return _ENGINES.found[request.param]
+    if request.param != "secured":
+        yield _ENGINES.found[request.param]
+        return
+    # CLI tests pass `--url engine.url`: on the secured engine the rest comes from the environment,
+    # as it would for a user (paths only: the password stays in its file).
+    from esmem import embedded_secure
+
+    saved = {k: os.environ.get(k) for k in _SECURED_ENV}
+    running = _ENGINES.secured
+    assert running is not None
+    os.environ.update({"ESMEM_CA_CERTS": str(running.ca), "ESMEM_USERNAME": embedded_secure.ADMIN_USER,
+                       "ESMEM_PASSWORD_FILE": str(embedded_secure.files(running.home).password_file)})
+    yield running.url
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 @pytest.fixture(scope="session")
 def engine(engine_url: str) -> Iterator[Engine]:
-    eng = Engine(engine_url)
+    name = next(k for k, v in _ENGINES.found.items() if v == engine_url)
+    eng = Engine(_ENGINES.config(name))
+    yield eng
+    eng.close()
+
+
+@pytest.fixture(scope="session")
+def secured() -> embedded.Running:
+    """The secured embedded engine (ESMEM_SECURE_HOME, else a temporary one started here)."""
+    try:
+        return _ENGINES.start_secured()
+    except EsmemError as e:
+        if os.environ.get("ESMEM_REQUIRE_ENGINE") == "1":
+            pytest.fail(f"no secured engine: {e}")
+        pytest.skip(f"no secured engine: {e}")
+
+
+@pytest.fixture(scope="session")
+def secured_admin(secured: embedded.Running) -> Iterator[Engine]:
+    eng = Engine(_ENGINES.secured_config())
     yield eng
     eng.close()
 

@@ -41,7 +41,7 @@ def old_cluster(request: pytest.FixtureRequest):
 
 
 def test_detects_the_engine_family_and_version(engine: Engine) -> None:
-    info = detect(engine.url)
+    info = detect(engine.config)
     assert info.family in ("opensearch", "elasticsearch")
     assert info.major in ((2, 3) if info.family == "opensearch" else (8, 9))
 
@@ -80,7 +80,7 @@ def test_painless_mustache_and_cjk_bigram_work(engine: Engine) -> None:
 
 def test_adapter_maps_errors_and_records_requests(engine: Engine) -> None:
     seen = []
-    eng = Engine(engine.url, recorder=lambda m, p, b, q: seen.append((m, p, b, q)))
+    eng = Engine(engine.config, recorder=lambda m, p, b, q: seen.append((m, p, b, q)))
     with pytest.raises(NotFound):
         eng.request("GET", "/esmem-no-such-index-xyz/_doc/1")
     assert seen == [("GET", "/esmem-no-such-index-xyz/_doc/1", None, None)]

@@ -3,11 +3,14 @@ package dev.esmem.engine;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CountDownLatch;
 
 import org.opensearch.common.settings.Settings;
 import org.opensearch.http.HttpServerTransport;
 import org.opensearch.node.InternalSettingsPreparer;
+import org.opensearch.plugins.Plugin;
 
 /**
  * Starts one OpenSearch node in this JVM with the modules esmem needs (VersionedNode, one per major).
@@ -15,8 +18,26 @@ import org.opensearch.node.InternalSettingsPreparer;
  * Usage: EmbeddedNode HOME_DIR HTTP_PORT [SETTING=VALUE ...]   (port 0 = let the OS pick; the bound
  * address is written to HOME_DIR/http.address once the node answers). Extra settings override the
  * single-node defaults, e.g. to join several nodes into one cluster.
+ * -Desmem.plugins=CLASS[,CLASS...] adds plugins found on the classpath (the secured engine passes
+ * org.opensearch.security.OpenSearchSecurityPlugin); their settings come from HOME_DIR/config/opensearch.yml.
  */
 public final class EmbeddedNode {
+
+    /** The classes named by -Desmem.plugins (VersionedNode adds them to the modules). */
+    @SuppressWarnings("unchecked")
+    static List<Class<? extends Plugin>> extraPlugins() {
+        List<Class<? extends Plugin>> extra = new ArrayList<>();
+        for (String name : System.getProperty("esmem.plugins", "").split(",")) {
+            if (!name.isBlank()) {
+                try {
+                    extra.add((Class<? extends Plugin>) Class.forName(name.trim()));
+                } catch (ClassNotFoundException e) {
+                    throw new IllegalArgumentException("plugin class not on the classpath: " + name, e);
+                }
+            }
+        }
+        return extra;
+    }
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
@@ -37,10 +58,12 @@ public final class EmbeddedNode {
             .put("http.port", args[1])
             .put("transport.port", "0")
             .put("discovery.type", "single-node")
-            .put("http.type", "netty4")
-            .put("transport.type", "netty4")
             .put("cluster.routing.allocation.disk.threshold_enabled", false)
             .put("action.auto_create_index", true);
+        if (extraPlugins().isEmpty()) {
+            // With extra plugins (security) their own HTTP/transport types (TLS) must win, so none is forced.
+            settings.put("http.type", "netty4").put("transport.type", "netty4");
+        }
         for (int i = 2; i < args.length; i++) {
             int eq = args[i].indexOf('=');
             if (eq <= 0) {

@@ -1,5 +1,6 @@
 package dev.esmem.engine;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
@@ -21,6 +22,13 @@ final class VersionedNode extends Node {
         CommonAnalysisPlugin.class, MapperExtrasPlugin.class, ReindexPlugin.class);
 
     VersionedNode(Environment environment) {
-        super(environment, PLUGINS, true);
+        super(environment, withExtra(), true);
+    }
+
+    /** The modules plus -Desmem.plugins (the security plugin for the secured engine). */
+    private static List<Class<? extends Plugin>> withExtra() {
+        List<Class<? extends Plugin>> all = new ArrayList<>(PLUGINS);
+        all.addAll(EmbeddedNode.extraPlugins());
+        return all;
     }
 }
