@@ -81,7 +81,7 @@ def engine() -> None:
 @click.option("--secure", is_flag=True, help="One 2.19 node with the security plugin: TLS, users, document-level security.")
 def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool) -> None:
     """Start the node(s) in the background; print the URL (of the first node) as the last line."""
-    err.print(f"starting the embedded {flavour} (the first start builds it with Maven)...")
+    err.print(f"starting the embedded {flavour} (the first start fetches its jars, or builds it with Maven)...")
     running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure)
     if running.secure:
         err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
@@ -488,7 +488,7 @@ def demo(ctx: click.Context, data: Path | None) -> None:
 
     started = not ctx.obj["url"]
     if started:
-        err.print("no ESMEM_URL: starting the embedded OpenSearch (the first start builds it with Maven)...")
+        err.print("no ESMEM_URL: starting the embedded OpenSearch (the first start fetches its jars, or builds it with Maven)...")
         ctx.obj["url"] = embedded.up().url
     eng = _engine(ctx)
     report = put(eng, ctx.obj["prefix"])
