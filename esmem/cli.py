@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +16,7 @@ import click
 from rich.table import Table
 
 from . import embedded
-from .errors import EsmemError
+from .errors import EngineError, EsmemError, InvalidInput, InvalidItem
 from .evaluate import BASELINES
 from .install import check as check_drift
 from .install import install as install_artifacts
@@ -31,6 +32,8 @@ class Group(click.Group):
             return super().invoke(ctx)
         except EsmemError as e:
             fail(str(e))
+        except click.UsageError as e:  # a bad option value: one line too, not click's usage block
+            fail(e.format_message())
 
 
 @click.group(cls=Group)
@@ -41,6 +44,11 @@ class Group(click.Group):
 def cli(ctx: click.Context, url: str | None, prefix: str) -> None:
     """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
     ctx.obj = {"url": url, "prefix": prefix}
+    warnings.showwarning = _one_line_warning
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    click.echo(f"warning: {str(message).splitlines()[0]}", err=True)
 
 
 # -- engine ------------------------------------------------------------------------------------
@@ -238,14 +246,33 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
     from .merge import MergePolicy
     from .store import read_jsonl
 
-    items = read_jsonl(str(file), namespace)
+    items, line_of = read_jsonl(str(file), namespace)
     store = MemoryStore(_engine(ctx), ctx.obj["prefix"], merge=MergePolicy(enabled=not no_merge))
-    with Progress(console=err, transient=True) as bar:
-        task = bar.add_task(f"importing {file.name}", total=len(items))
-        results = store.remember_many(items, dry_run=dry_run, progress=lambda n: bar.advance(task, n))
-    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate", "outdated")}
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        bar.advance(task, n)
+
+    try:
+        with Progress(console=err, transient=True) as bar:
+            task = bar.add_task(f"importing {file.name}", total=len(items))
+            results = store.remember_many(items, dry_run=dry_run, progress=advance)
+    except InvalidItem as e:
+        fail(f"{file}:{line_of[e.position]}: {e.reason}")
+    except InvalidInput as e:
+        fail(f"{file}:{line_of[0]}: {e}" if len(items) == 1 else str(e))
+    except EngineError as e:
+        if dry_run:
+            raise
+        fail(f"{e} -- {done[0]} of {len(items)} lines are durably imported (up to line "
+             f"{line_of[done[0] - 1] if done[0] else 0}); re-run the same command to resume: the import is idempotent")
+    counts = {a: sum(r.action == a and not r.replayed for r in results)
+              for a in ("added", "superseded", "duplicate", "outdated")}
+    replayed = sum(r.replayed for r in results)
     click.echo(f"{'(dry run) ' if dry_run else ''}{len(results)} memories: {counts['added']} added, "
-               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated")
+               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated"
+               + (f", {replayed} already imported" if replayed else ""))
 
 
 # -- history / restore -------------------------------------------------------------------------

@@ -122,7 +122,8 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     if running and _alive(running.pid) and health(running.url):
         return running
     target = build()
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    home.chmod(0o700)  # memories are private: the node's files are created 0600 / 0700 (umask below)
     node_home = (data or home / "node").resolve()
     (node_home / "http.address").unlink(missing_ok=True)
     port = port or free_port()
@@ -130,11 +131,13 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     cmd = [_java(), f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true",
            "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*",
            "dev.esmem.engine.EmbeddedNode", str(node_home), str(port)]
-    log = open(home / "engine.log", "ab")
+    log = os.fdopen(os.open(home / "engine.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, umask=0o077)
     url = f"http://127.0.0.1:{port}"
-    (home / "engine.json").write_text(json.dumps({"pid": proc.pid, "url": url}))
+    state = os.open(home / "engine.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(state, "w") as fh:
+        fh.write(json.dumps({"pid": proc.pid, "url": url}))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -147,11 +150,20 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     raise EngineUnavailable(f"embedded engine did not become healthy within {timeout:.0f}s (log: {home / 'engine.log'})")
 
 
+def _is_engine(pid: int) -> bool:
+    """The PID in engine.json may have been reused by any process since: signal only our node."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # no /proc (macOS): ask ps
+        cmdline = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True).stdout
+    return b"dev.esmem.engine.EmbeddedNode" in cmdline
+
+
 def down(home: Path | None = None, timeout: float = 30.0) -> bool:
     """Stop the node; True if one was running."""
     home = home or state_dir()
     running = read_state(home)
-    if not running or not _alive(running.pid):
+    if not running or not _alive(running.pid) or not _is_engine(running.pid):
         (home / "engine.json").unlink(missing_ok=True)
         return False
     os.kill(running.pid, signal.SIGTERM)
