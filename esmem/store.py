@@ -324,7 +324,7 @@ class MemoryStore:
             found = self._existing(explicit)
             for doc_id, d in explicit:
                 if doc_id not in found:
-                    self._explicit(d)
+                    self._explicit(d, doc_id)
         results: list[WriteResult] = []
         start = 0
         while start < len(pairs):
@@ -357,14 +357,15 @@ class MemoryStore:
         return end
 
     # The write protocol of one batch (README "Guarantees"):
-    #   1. new memories are created with status "pending" (invisible to recall, recent, as_of and
-    #      lookups) carrying their intent: `written_as` and the ids they will supersede / are outdated by;
-    #   2. targets are retired (`retire` script: only an active memory can be) and duplicates reinforce
-    #      their target once per write id (`restate` script) - both atomic on the target's document;
+    #   1. ids already stored are replays: their links are repaired, nothing else is written; ids
+    #      that some memory names in `superseded_by` are writes cut after step 2: they resume;
+    #   2. targets are retired by the `retire` script (atomic on the target: only an ACTIVE memory
+    #      can be retired, and the retire records its successor's id - the durable intent);
     #   3. a write that lost a target to another writer re-decides against what is active now;
-    #   4. the flip: pending -> active (or superseded, for outdated), `supersedes` = targets it retired;
-    #   5. links and the settle step add `supersedes` entries with the `link` script (add, never overwrite).
-    # A re-run finds each id again: done ones have their links repaired, pending ones resume at 2.
+    #   4. the new memories are created (create-if-absent), `supersedes` = the targets they retired;
+    #      if the engine rejects any, the batch's creates are deleted and its retires undone;
+    #   5. duplicates reinforce their target once per write id (`restate` script), outdated memories
+    #      are linked from their successor and the settle step runs (`link` script: add, never overwrite).
     def _write_batch(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
         """Decide and write a batch, or the head of it: results for the memories it wrote."""
         if not self.merge.enabled and not any(d.get("supersedes") for _, d in pairs):
@@ -372,11 +373,13 @@ class MemoryStore:
         found = self._existing(pairs)
         restated = self._restated([i for i, _ in pairs if i not in found])
         known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
-        head = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs)) if known(pairs[0]) else \
-            next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))
         if known(pairs[0]):
+            head = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
             return self._replay(pairs[:head], found, restated, dry_run)
-        batch = pairs[:head]
+        batch = pairs[:next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))]
+        resumed: dict[str, list[str]] = defaultdict(list)
+        for winner, loser in self._superseded_by([i for i, _ in batch]):
+            resumed[winner].append(loser)
         if self.merge.enabled:
             lines: list[Any] = []
             for _, d in batch:
@@ -390,7 +393,9 @@ class MemoryStore:
                 decisions.append(decide_for(r, batch[len(decisions)][1], self.merge))
         else:
             decisions = [Decision("add") for _ in batch]
-        decisions = [self._explicit(d) if d.get("supersedes") else dec for (_, d), dec in zip(batch, decisions)]
+        decisions = [self._explicit(d, doc_id) if d.get("supersedes") else
+                     Decision("supersede", dec.targets, dec.scores) if dec.action == "duplicate" and resumed.get(doc_id)
+                     else dec for (doc_id, d), dec in zip(batch, decisions)]
         targeted: set[str] = set()
         for pos, dec in enumerate(decisions):  # one memory retired twice in a batch: decide the second later
             ids_ = {t.id for t in dec.targets}
@@ -400,7 +405,7 @@ class MemoryStore:
             targeted |= ids_
         if dry_run:
             return [self._result(i, d, dry_run=True) for (i, _), d in zip(batch, decisions)]
-        return self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], fresh=True)
+        return self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed)
 
     def _write_plain(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
         """No merge: create-if-absent under the deterministic id; a rejected batch is deleted again."""
@@ -410,13 +415,14 @@ class MemoryStore:
         for doc_id, d in pairs:
             actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}},
                         {**d, "written_as": "add"}]
-        created, existed = self._create(pairs, actions)
+        _, existed = self._create(pairs, actions)
         return [WriteResult("added", i, replayed=i in existed) for i, _ in pairs]
 
-    def _create(self, pairs: Sequence[tuple[str, Mapping[str, Any]]], actions: list[Any],
-                refresh: str | None = None) -> tuple[list[str], set[str]]:
+    def _create(self, pairs: Sequence[tuple[str, Mapping[str, Any]]], actions: list[Any], *,
+                refresh: str | None = None, retired: Sequence[tuple[str, str, str]] = ()) -> tuple[list[str], set[str]]:
         """One `_bulk` of creates: (created ids, ids that already existed). If the engine rejects any
-        document, the ones this call created are deleted again and nothing of the batch remains."""
+        document, the ones this call created are deleted and the `retired` (namespace, target, winner)
+        are made active again: nothing of the batch remains."""
         resp = self.engine.bulk(actions, refresh=refresh)
         created, existed, errors = [], set(), []
         for (doc_id, _), item in zip(pairs, resp["items"]):
@@ -428,9 +434,11 @@ class MemoryStore:
             else:
                 errors.append(outcome.get("error"))
         if errors:
-            routing = dict((i, d["namespace"]) for i, d in pairs)
-            self.engine.bulk([{"delete": {"_index": self.alias, "_id": i, "routing": routing[i]}} for i in created],
-                             refresh="true") if created else None
+            routing = {i: d["namespace"] for i, d in pairs}
+            if created:
+                self.engine.bulk([{"delete": {"_index": self.alias, "_id": i, "routing": routing[i]}} for i in created])
+            self._scripted([(ns, target, "unretire", {"winner": winner}) for ns, target, winner in retired])
+            self.engine.request("POST", f"/{self.alias}/_refresh")
             raise EngineError(f"the engine rejected {len(errors)} of {len(pairs)} memories of a batch "
                               f"({errors[0]}); none of that batch was kept")
         return created, existed
@@ -459,25 +467,12 @@ class MemoryStore:
 
     def _replay(self, pairs: list[tuple[str, dict[str, Any]]], found: Mapping[str, dict[str, Any]],
                 restated: Mapping[str, str], dry_run: bool) -> list[WriteResult]:
-        """Memories written before: finish the pending ones, repair the links of the done ones."""
-        results: dict[str, WriteResult] = {}
-        pending: list[tuple[str, dict[str, Any], Decision]] = []
-        for doc_id, _ in pairs:
-            src = found.get(doc_id)
-            if src is None or (src["status"] == "pending" and doc_id in restated):
-                if src is not None and not dry_run:  # resolved as a duplicate; only the pending doc is left
-                    self._delete(doc_id, src["namespace"])
-                results[doc_id] = WriteResult("duplicate", restated[doc_id], duplicate_of=restated[doc_id],
-                                              replayed=True, dry_run=dry_run)
-            elif src["status"] == "pending" and not dry_run:
-                pending.append((doc_id, src, self._intent(src)))
-            else:
-                results[doc_id] = self._replayed(doc_id, src, dry_run)
+        """Memories written before: the same results again, and their links repaired."""
         if not dry_run:
-            self._repair([(i, found[i]) for i, r in results.items() if i in found])
-        if pending:
-            results.update(zip([i for i, _, _ in pending], self._commit(pending, fresh=False)))
-        return [results[i] for i, _ in pairs]
+            self._repair([(i, found[i]) for i, _ in pairs if i in found])
+        return [self._replayed(i, found[i], dry_run) if i in found else
+                WriteResult("duplicate", restated[i], duplicate_of=restated[i], replayed=True, dry_run=dry_run)
+                for i, _ in pairs]
 
     @staticmethod
     def _replayed(doc_id: str, src: Mapping[str, Any], dry_run: bool) -> WriteResult:
@@ -490,109 +485,70 @@ class MemoryStore:
                                dry_run=dry_run)
         return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
 
-    def _intent(self, src: Mapping[str, Any]) -> Decision:
-        """What a pending memory set out to do, with its targets as they are now."""
-        action = src.get("written_as", "add")
-        ids = src.get("supersedes") if action == "supersede" else \
-            [src["superseded_by"]] if action == "outdated" else []
-        ids = ids if isinstance(ids, list) else [ids]
-        targets = []
-        if ids:
-            resp = self.engine.request("POST", f"/{self.alias}/_mget", {
-                "docs": [{"_id": i, "routing": src["namespace"]} for i in ids]})
-            targets = [Candidate(d["_id"], 0.0, d["_source"], d.get("_seq_no", 0), d.get("_primary_term", 0))
-                       for d in resp["docs"] if d.get("found")]
-        return Decision(action if targets else "add", tuple(targets))
-
-    def _commit(self, work: list[tuple[str, dict[str, Any], Decision]], *, fresh: bool) -> list[WriteResult]:
-        """Steps 1-5 of the write protocol for decided memories (`fresh`: not created yet)."""
-        dups = [(i, d, dec) for i, d, dec in work if dec.action == "duplicate"]
+    def _commit(self, work: list[tuple[str, dict[str, Any], Decision]],
+                resumed: Mapping[str, list[str]]) -> list[WriteResult]:
+        """Steps 2-5 of the write protocol for decided memories; `resumed`: targets already retired
+        for a memory by an earlier, interrupted run."""
+        kept: dict[str, list[str]] = {i: list(resumed.get(i, ())) for i, _, _ in work}
         mems = [(i, d, dec) for i, d, dec in work if dec.action != "duplicate"]
-        existed: set[str] = set()
-        if fresh and mems:  # 1. pending documents with their intent
-            actions: list[Any] = []
-            for doc_id, d, dec in mems:
-                body = {**d, "status": "pending", "written_as": dec.action, "invalid_at": d["valid_from"]}
-                if dec.action == "supersede":
-                    body["supersedes"] = [t.id for t in dec.targets]
-                elif dec.action == "outdated":
-                    body["superseded_by"] = dec.targets[0].id
-                actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}}, body]
-            _, existed = self._create([(i, d) for i, d, _ in mems], actions)
-        kept: dict[str, list[str]] = {i: [] for i, _, _ in mems}
-        if not fresh:  # a resumed memory may have retired more than its intent names before the cut
-            for winner, loser in self._superseded_by([i for i, _, _ in mems]):
-                kept[winner].append(loser)
-        # 2. retire targets, reinforce duplicates: atomic scripts on the targets' documents
-        ops: list[tuple[str, str, str, dict[str, Any]]] = []
-        for doc_id, d, dec in mems:
-            if dec.action == "supersede" and doc_id not in existed:
-                ops += [(d["namespace"], t.id, "retire", {"winner": doc_id, "invalid_at": d["valid_from"]})
-                        for t in dec.targets if t.id not in kept[doc_id]]
-        for doc_id, d, dec in dups:
-            ops.append((d["namespace"], dec.targets[0].id, "restate",
-                        {"id": doc_id, "importance": d["importance"], "anchor_at": d["anchor_at"]}))
-        done = self._scripted(ops)
-        lost: dict[str, bool] = {}
-        for (_, target, script, params), ok in zip(ops, done):
-            if script == "retire" and ok:
+        dups = [(i, d, dec) for i, d, dec in work if dec.action == "duplicate"]
+        ops = [(d["namespace"], t.id, "retire", {"winner": doc_id, "invalid_at": d["valid_from"]})
+               for doc_id, d, dec in mems if dec.action == "supersede" for t in dec.targets if t.id not in kept[doc_id]]
+        lost: set[str] = set()
+        for (_, target, _, params), ok in zip(ops, self._scripted(ops)):  # 2. retire
+            if ok:
                 kept[params["winner"]].append(target)
-            elif script == "retire":
-                lost[params["winner"]] = True
-            elif not ok:
-                lost[params["id"]] = True
+            else:
+                lost.add(params["winner"])
         results: dict[str, WriteResult] = {}
         final: dict[str, Decision] = {}
-        for doc_id, d, dec in mems:
-            if doc_id in existed:  # another writer with the same id got there first
-                results[doc_id] = self._replayed(doc_id, self._existing([(doc_id, d)])[doc_id], False)
-            elif doc_id in lost:  # 3. another writer changed a target first: decide again
-                outcome = self._redecide(doc_id, d, kept[doc_id])
-                if isinstance(outcome, WriteResult):
-                    results[doc_id] = outcome
-                else:
-                    final[doc_id] = outcome
+        for doc_id, d, dec in mems:  # 3. another writer changed a target first: decide again
+            outcome = self._redecide(doc_id, d, kept[doc_id]) if doc_id in lost else dec
+            if isinstance(outcome, WriteResult):
+                results[doc_id] = outcome
             else:
-                final[doc_id] = dec
-        for doc_id, d, dec in dups:
-            if doc_id not in lost:
-                results[doc_id] = self._result(doc_id, dec)
-                continue
-            outcome = self._redecide(doc_id, d, [], created=False)  # its target moved on: decide again
-            results[doc_id] = outcome if isinstance(outcome, WriteResult) else \
-                self._commit([(doc_id, d, outcome)], fresh=True)[0]
-        flips: list[Any] = []  # 4. the flip, one bulk; refreshed so the next look-up sees the batch
-        for doc_id, d, dec in mems:
+                final[doc_id] = outcome
+        actions: list[Any] = []  # 4. create, refreshed so the next look-up sees the batch
+        for doc_id, d, _ in mems:
             if doc_id not in final:
                 continue
             dec = final[doc_id]
-            change: dict[str, Any] = {"status": "active", "invalid_at": None, "superseded_by": None,
-                                      "supersedes": kept[doc_id] or None}
+            body = {**d, "written_as": "supersede" if kept[doc_id] and dec.action != "outdated" else dec.action,
+                    "supersedes": kept[doc_id] or None}
             if dec.action == "outdated":
-                change.update(status="superseded", superseded_by=dec.targets[0].id,
-                              invalid_at=dec.targets[0].source["valid_from"])
-            flips += [{"update": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"],
-                                  "retry_on_conflict": 8}}, {"doc": change}]
-        if flips:
-            for item in self.engine.bulk(flips, refresh="true")["items"]:
-                if item["update"].get("error"):
-                    raise EngineError(f"bulk write failed: {item['update']['error']}")
+                body.update(status="superseded", superseded_by=dec.targets[0].id,
+                            invalid_at=dec.targets[0].source["valid_from"])
+            actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}}, body]
+        creating = [(i, d) for i, d, _ in mems if i in final]
+        existed: set[str] = set()
+        if actions:
+            retired = [(d["namespace"], t, i) for i, d in creating for t in kept[i]]
+            _, existed = self._create(creating, actions, refresh="true", retired=retired)
         elif ops:
             self.engine.request("POST", f"/{self.alias}/_refresh")
-        for doc_id, d, _ in mems:  # 5. links of outdated memories, then settle
-            dec = final.get(doc_id)
-            if dec is None:
-                continue
-            if dec.action == "outdated":
+        for doc_id, d in creating:
+            dec = final[doc_id]
+            if doc_id in existed:  # another writer with the same id got there first
+                results[doc_id] = self._replayed(doc_id, self._existing([(doc_id, d)])[doc_id], False)
+            elif dec.action == "outdated":
                 self._link(d["namespace"], dec.targets[0].id, doc_id)
                 results[doc_id] = self._result(doc_id, dec)
             elif kept[doc_id]:
                 results[doc_id] = WriteResult("superseded", doc_id, tuple(kept[doc_id]), scores=dec.scores,
-                                              replayed=not fresh)
+                                              replayed=bool(resumed.get(doc_id)))
             else:
-                results[doc_id] = WriteResult("added", doc_id, scores=dec.scores, replayed=not fresh)
+                results[doc_id] = WriteResult("added", doc_id, scores=dec.scores)
+        restates = [(d["namespace"], dec.targets[0].id, "restate",
+                     {"id": doc_id, "importance": d["importance"], "anchor_at": d["anchor_at"]}) for doc_id, d, dec in dups]
+        for (doc_id, d, dec), ok in zip(dups, self._scripted(restates)):  # 5. duplicates, links, settle
+            if ok:
+                results[doc_id] = self._result(doc_id, dec)
+                continue
+            outcome = self._redecide(doc_id, d, [])  # its target moved on: decide again
+            results[doc_id] = outcome if isinstance(outcome, WriteResult) else \
+                self._commit([(doc_id, d, outcome)], {})[0]
         if self.merge.enabled:
-            self._settle([(i, d) for i, d, _ in mems if i in final and final[i].action != "outdated"])
+            self._settle([(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"])
         return [results[i] for i, _, _ in work]
 
     def _scripted(self, ops: Sequence[tuple[str, str, str, dict[str, Any]]]) -> list[bool]:
@@ -611,7 +567,7 @@ class MemoryStore:
                 out.append(False)
             elif outcome.get("error"):
                 raise EngineError(f"bulk write failed: {outcome['error']}")
-            elif outcome.get("result") == "noop" and script == "link":  # the link was there already
+            elif outcome.get("result") == "noop" and script in ("link", "unretire"):  # nothing left to do
                 out.append(True)
             elif outcome.get("result") == "noop":  # already done by this write, or the target moved on
                 src = self.engine.request("GET", f"/{self.alias}/_doc/{target}", params={"routing": ns})["_source"]
@@ -622,11 +578,11 @@ class MemoryStore:
                 out.append(True)
         return out
 
-    def _redecide(self, doc_id: str, doc: dict[str, Any], kept: list[str], *, created: bool = True,
+    def _redecide(self, doc_id: str, doc: dict[str, Any], kept: list[str],
                   attempts: int = 8) -> Decision | WriteResult:
         """Another writer changed a target first: decide again against what is active now. Returns
-        the decision to flip with (`kept` grows by the targets retired here) or, when the write turns
-        out to restate an active memory, its `duplicate` result (the pending document is removed)."""
+        the decision to create the memory with (`kept` grows by the targets retired here) or, when
+        the write turns out to restate an active memory, its `duplicate` result."""
         ns = doc["namespace"]
         for _ in range(attempts):
             self.engine.request("POST", f"/{self.alias}/_refresh")
@@ -637,11 +593,9 @@ class MemoryStore:
                 target = dec.targets[0]
                 if self._scripted([(ns, target.id, "restate", {"id": doc_id, "importance": doc["importance"],
                                                                 "anchor_at": doc["anchor_at"]})])[0]:
-                    if created:
-                        self._delete(doc_id, ns)
                     return self._result(doc_id, dec)
                 continue
-            if dec.action in ("add", "outdated") or not created:
+            if dec.action in ("add", "outdated"):
                 return dec
             ops = [(ns, t.id, "retire", {"winner": doc_id, "invalid_at": doc["valid_from"]}) for t in dec.targets]
             won = [t.id for t, ok in zip(dec.targets, self._scripted(ops)) if ok]
@@ -649,13 +603,6 @@ class MemoryStore:
             if len(won) == len(dec.targets):
                 return dec
         raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
-
-    def _delete(self, doc_id: str, namespace: str) -> None:
-        """Remove a pending document that turned out to be a duplicate (it was never visible)."""
-        try:
-            self.engine.request("DELETE", f"/{self.alias}/_doc/{doc_id}", params={"routing": namespace})
-        except NotFound:
-            pass
 
     def _superseded_by(self, ids: Sequence[str]) -> list[tuple[str, str]]:
         """(winner, loser) for every memory whose `superseded_by` is one of `ids`."""
@@ -726,15 +673,16 @@ class MemoryStore:
         """Add `loser` to the winner's `supersedes` (the `link` script: an add, so no link is lost)."""
         self._scripted([(namespace, winner, "link", {"loser": loser})])
 
-    def _explicit(self, doc: Mapping[str, Any]) -> Decision:
-        """A caller-named predecessor: it must be an active memory of the same namespace."""
+    def _explicit(self, doc: Mapping[str, Any], doc_id: str) -> Decision:
+        """A caller-named predecessor: it must be an active memory of the same namespace (or one
+        this very write retired before it was cut)."""
         target = doc["supersedes"][0]
         try:
             got = self.engine.request("GET", f"/{self.alias}/_doc/{target}", params={"routing": doc["namespace"]})
         except NotFound:
             got = {"found": False}
         if not got.get("found") or got["_source"]["namespace"] != doc["namespace"] \
-                or got["_source"]["status"] != "active":
+                or got["_source"]["status"] != "active" and got["_source"].get("superseded_by") != doc_id:
             raise InvalidInput(f"supersedes={target!r}: no active memory with that id in {doc['namespace']!r}")
         return Decision("supersede", (Candidate(target, 0.0, got["_source"], got["_seq_no"], got["_primary_term"]),))
 
