@@ -255,7 +255,7 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
         bar.advance(task, n)
 
     try:
-        with Progress(console=err, transient=True) as bar:
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:  # errors stay one line
             task = bar.add_task(f"importing {file.name}", total=len(items))
             results = store.remember_many(items, dry_run=dry_run, progress=advance)
     except InvalidItem as e:
