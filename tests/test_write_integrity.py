@@ -64,7 +64,8 @@ def dump(engine: Engine, alias: str, ns: str, labels: dict[str, str] | None = No
     engine.request("POST", f"/{alias}/_refresh")
     hits = engine.request("POST", f"/{alias}/_search", {"size": 10000, "query": {"term": {"namespace": ns}}},
                           {"routing": ns})["hits"]["hits"]
-    name = (lambda i: labels.get(i, i)) if labels else (lambda i: i)  # noqa: E731
+    ext = {h["_id"]: h["_source"]["external_id"] for h in hits if labels is not None and h["_source"].get("external_id")}
+    name = lambda i: (labels or {}).get(i) or ext.get(i, i)  # noqa: E731
     out = {}
     for h in hits:
         src = {k: v for k, v in h["_source"].items() if k not in ("recorded_at", "namespace")}
@@ -463,8 +464,12 @@ def test_kill_engine_mid_import_then_rerun_converges(tmp_path: Path) -> None:
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         clean = run_import(running.url, "clean")
-        assert clean.wait() == 0, clean.communicate()
+        out, err = clean.communicate()
+        assert clean.returncode == 0, err
         clean_dump = dump(eng, "clean-memories", "kill")
+        statuses = [d["status"] for d in clean_dump.values()]
+        print(f"clean run said {out.strip()!r}: {len(statuses)} documents, {statuses.count('active')} active, "
+              f"{statuses.count('superseded')} superseded")
         for cut_at in (150, 420):  # documents written when the engine is killed
             prefix = f"crash{cut_at}"
             install(eng, prefix)
@@ -475,6 +480,7 @@ def test_kill_engine_mid_import_then_rerun_converges(tmp_path: Path) -> None:
             os.kill(running.pid, signal.SIGKILL)
             _, err = imp.communicate(timeout=120)
             assert imp.returncode == 2 and "re-run the same command to resume" in err, err
+            print(f"kill at {cut_at} docs: import said {err.strip().split(' -- ')[-1]!r}")
             eng.close()
             running = embedded.up(home=home, heap=os.environ.get("ESMEM_ENGINE_HEAP", "512m"))
             eng = Engine(running.url)
