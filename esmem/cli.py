@@ -126,21 +126,23 @@ def check(ctx: click.Context) -> None:
 @click.option("--evergreen", is_flag=True, help="Never decays.")
 @click.option("--source", default="user", show_default=True)
 @click.option("--dry-run", is_flag=True, help="Show the merge decision without writing.")
+@click.option("--idempotency-key", default=None, help="Retrying with the same key lands on the same memory.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def remember(ctx: click.Context, content: str, namespace: str, kind: str, importance: float | None,
              valid_from: str | None, entities: tuple[str, ...], evergreen: bool, source: str,
-             dry_run: bool, as_json: bool) -> None:
+             dry_run: bool, idempotency_key: str | None, as_json: bool) -> None:
     """Write one memory (supersede-merge decides added / superseded / duplicate)."""
     res = _store(ctx).remember(content, namespace, kind=kind, importance=importance, valid_from=valid_from,
-                               entities=entities, evergreen=evergreen, source=source, dry_run=dry_run)
+                               entities=entities, evergreen=evergreen, source=source, dry_run=dry_run,
+                               idempotency_key=idempotency_key)
     if as_json:
         click.echo(json.dumps(asdict(res), ensure_ascii=False))
         return
     what = {"added": "added", "superseded": f"superseded {', '.join(res.superseded)}",
             "duplicate": f"duplicate of {res.duplicate_of}",
             "outdated": f"outdated by {res.outdated_by} (kept as history)"}[res.action]
-    click.echo(f"{'(dry run) ' if dry_run else ''}{what} -> {res.id}")
+    click.echo(f"{'(dry run) ' if dry_run else ''}{'(already written) ' if res.replayed else ''}{what} -> {res.id}")
     for mid, sc in res.scores.items():
         click.echo(f"  candidate {mid}: bm25={sc['bm25']:.2f} overlap={sc['overlap']:.2f}")
 
@@ -429,10 +431,13 @@ def demo(ctx: click.Context, data: Path | None) -> None:
     dataset = load_dataset(data or assets_root() / "datasets" / "demo.jsonl")
     store = MemoryStore(eng, ctx.obj["prefix"])
     results = store.remember_many([m for _, m in dataset.memories])
-    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate", "outdated")}
+    counts = {a: sum(r.action == a and not r.replayed for r in results)
+              for a in ("added", "superseded", "duplicate", "outdated")}
+    replayed = sum(r.replayed for r in results)
     out.print(f"remembered {len(results)} demo memories: {counts['added']} added, {counts['superseded']} merged "
               f"(an update superseded an older rule), {counts['duplicate']} duplicate (already there), "
-              f"{counts['outdated']} outdated (older than what is there: kept as history)")
+              f"{counts['outdated']} outdated (older than what is there: kept as history)"
+              + (f", {replayed} written by an earlier run" if replayed else ""))
     for q in dataset.queries:
         res = store.recall(q.text, q.namespace, 3, now=q.now, touch=False, explain=True)
         print_result(res, explain=True)

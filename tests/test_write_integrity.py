@@ -156,6 +156,14 @@ def test_idempotency_key_makes_a_retry_land_on_the_same_memory(clocked_store: Me
     assert _source(clocked_store, "key", a.id)["restated_count"] == 0
 
 
+def test_cli_remember_retry_with_the_same_key_is_a_replay(engine, installed) -> None:
+    base = ["--url", engine.url, "--prefix", installed, "remember", "the office wifi is guest-5g", "-n", "k",
+            "--idempotency-key", "msg-7", "--json"]
+    first, again = (json.loads(CliRunner().invoke(cli, base).stdout) for _ in range(2))
+    assert again["id"] == first["id"] and again["replayed"] and not first["replayed"]
+    assert MemoryStore(engine, installed).count("k", status=None) == 1
+
+
 @pytest.fixture
 def clocked_store(engine, installed) -> MemoryStore:
     return MemoryStore(engine, installed, clock=lambda: NOW)
