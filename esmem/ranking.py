@@ -108,6 +108,9 @@ class RecallParams:
             for kind in self.kinds:
                 if kind not in KINDS:
                     raise InvalidInput(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
+        for name in ("mmr", "must_not_miss", "include_superseded"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in NUMERIC:  # finite numbers only: NaN/inf would reach the engine's scripts
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):

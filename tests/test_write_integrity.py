@@ -207,10 +207,10 @@ def test_write_reported_failed_is_retried_safely(engine, background, relay: Rela
     old = direct.remember(LINES[1]["content"], "c3", kind="rule", valid_from=LINES[1]["valid_from"])
     via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW)
     relay.arm("_msearch", 2, cut="after")  # 1st: the merge lookup, 2nd: settle
-    with pytest.raises(EsmemError):
-        via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"], idempotency_key="w1")
+    with pytest.raises(EsmemError):  # the same call retried: kind + content + valid_from are its identity
+        via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"])
     relay.heal()
-    res = via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"], idempotency_key="w1")
+    res = via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"])
     assert res.action == "superseded" and res.superseded == (old.id,)
     new = direct.get("c3", res.id)
     assert new.status == "active" and direct.get("c3", old.id).superseded_by == res.id
@@ -353,6 +353,12 @@ def test_bad_field_is_refused_with_a_typed_error_and_nothing_written(clocked_sto
 def test_recall_params_must_be_finite_and_in_range(pairs: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         params_from_strings(RecallParams(), pairs)
+
+
+@pytest.mark.parametrize("change", [{"mmr": "no"}, {"must_not_miss": 0}, {"window": True}, {"c": "0.1"}])
+def test_recall_params_are_strictly_typed(change: dict) -> None:
+    with pytest.raises(ConfigError):
+        RecallParams(**change)
 
 
 @pytest.mark.parametrize("when", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
