@@ -52,36 +52,46 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
 
 
 # -- engine ------------------------------------------------------------------------------------
+_ENGINE_OPTION = click.option("--engine", "flavour", type=click.Choice(list(embedded.FLAVOURS)),
+                              default=embedded.DEFAULT_FLAVOUR, show_default=True,
+                              help="Which embedded engine (OpenSearch 3 needs Java 21+).")
+
+
 @cli.group()
 def engine() -> None:
-    """Run the embedded OpenSearch 2.19 node (built from Maven Central artifacts)."""
+    """Run an embedded OpenSearch node (2.19 or 3.x, built from Maven Central artifacts)."""
 
 
 @engine.command("up")
+@_ENGINE_OPTION
 @click.option("--port", type=int, default=None, help="HTTP port (default: a free one).")
 @click.option("--data", type=click.Path(path_type=Path), default=None, help="Data directory.")
-@click.option("--heap", default=None, help="JVM heap, e.g. 1g (env ESMEM_ENGINE_HEAP).")
-def engine_up(port: int | None, data: Path | None, heap: str | None) -> None:
-    """Start the node in the background; print its URL as the last line."""
-    err.print("starting the embedded engine (the first start builds it with Maven)...")
-    running = embedded.up(port=port, data=data, heap=heap)
+@click.option("--heap", default=None, help="JVM heap per node, e.g. 1g (env ESMEM_ENGINE_HEAP).")
+@click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True,
+              help="Form a cluster of this many nodes on 127.0.0.1.")
+def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int) -> None:
+    """Start the node(s) in the background; print the URL (of the first node) as the last line."""
+    err.print(f"starting the embedded {flavour} (the first start builds it with Maven)...")
+    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes)
     click.echo(running.url)
 
 
 @engine.command("status")
-def engine_status() -> None:
+@_ENGINE_OPTION
+def engine_status(flavour: str) -> None:
     """Exit 0 when the embedded node answers."""
-    running = embedded.read_state()
+    running = embedded.read_state(embedded.state_dir(flavour))
     if running and embedded.health(running.url):
-        click.echo(f"{running.url} {embedded.health(running.url)} (pid {running.pid})")
+        click.echo(f"{running.url} {embedded.health(running.url)} (pid {', '.join(map(str, running.pids))})")
         return
-    fail("the embedded engine is not running", 1)
+    fail(f"the embedded {flavour} is not running", 1)
 
 
 @engine.command("down")
-def engine_down() -> None:
-    """Stop the embedded node."""
-    click.echo("stopped" if embedded.down() else "not running")
+@_ENGINE_OPTION
+def engine_down(flavour: str) -> None:
+    """Stop the embedded node(s)."""
+    click.echo("stopped" if embedded.down(embedded.state_dir(flavour)) else "not running")
 
 
 # -- install / check ---------------------------------------------------------------------------
@@ -331,7 +341,10 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
 
     if (dataset is None) == (locomo is None):
         fail("give either a DATASET file or --locomo DIR")
-    data = ev.locomo_dataset(locomo) if locomo else ev.load_dataset(dataset)
+    dropped: list[str] = []
+    data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    if dropped:
+        err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
     recall_pairs, merge_pairs = ev.split_overrides(_pairs(sets))
     if no_merge:
         merge_pairs["enabled"] = False
@@ -448,8 +461,9 @@ def demo(ctx: click.Context, data: Path | None) -> None:
 def _register() -> None:
     from .cli_agent import config_cmd, context_cmd, stats_cmd
     from .cli_bench import bench_cmd
+    from .cli_mcp import mcp_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd):
         cli.add_command(command)
 
 

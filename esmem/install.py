@@ -73,7 +73,7 @@ def _digest(obj: Any) -> str:
 
 def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> dict[str, Any]:
     return render_json("templates/index_template.json.j2", {
-        "prefix": prefix, "family": engine.info.family, "major": engine.info.major,
+        "prefix": prefix, "family": engine.info.family, "major": engine.info.major, "k1": engine.info.K1,
         "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords()))})
 
 
@@ -88,7 +88,8 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -
         out.append(Artifact("script", names.script(path.stem),
                             {"script": {"lang": "painless", "source": source}}, _digest(source)))
     for path in sorted((root / "templates" / "search").glob("*.mustache.j2")):
-        source = render(f"templates/search/{path.name}", {"prefix": prefix}, shared=frozenset({"prefix"}))
+        source = render(f"templates/search/{path.name}", {"prefix": prefix, "bm25_boost": engine.info.bm25_boost},
+                        shared=frozenset({"prefix", "bm25_boost"}))
         stem = path.name.removesuffix(".mustache.j2")
         out.append(Artifact("script", names.script(stem),
                             {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
@@ -189,12 +190,19 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False,
 
 
 def check(engine: Engine, prefix: str = "esmem") -> list[str]:
-    """What differs between the cluster and the repo, one line per artifact ([] = no drift)."""
+    """What differs between the cluster and the repo, one line per artifact ([] = no drift).
+
+    Shards and replicas are the installer's choice (`install --shards/--replicas`), not drift: the
+    repo's template is rendered with the installed ones."""
     drift: list[str] = []
     names = Names(prefix)
     index_digest = ""
     wanted_mappings: dict[str, Any] = {}
-    for art in artifacts(engine, prefix):
+    topology = (_installed_template(engine, names.index_template) or {}).get("template", {}).get("settings", {})
+    topology = _flatten(topology)
+    shards = int(topology.get("index.number_of_shards", 1))
+    replicas = int(topology.get("index.number_of_replicas", 0))
+    for art in artifacts(engine, prefix, shards, replicas):
         if art.kind == "index_template":
             index_digest, wanted_mappings = art.digest, art.body["template"]["mappings"]
             installed = _installed_template(engine, art.name)

@@ -1,8 +1,12 @@
 """Which real engines the suite runs on: ESMEM_URL -> testcontainers (when Docker answers) -> embedded.
 
 Every engine found is a parameter of the `engine_url` fixture, so the contract suite runs once per
-engine. Each test gets its own prefix (uuid), so tests never touch each other's data or the rest
-of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by .ci/run) a missing engine fails the run.
+engine, and the run ends with one summary line per engine. The embedded engines are every flavour
+of `esmem.embedded.FLAVOURS` (OpenSearch 2.19 and 3.x; ESMEM_TEST_ENGINES narrows the list): one
+already running in its ESMEM_HOME state directory (as .ci/run starts them) is used as it is,
+otherwise a temporary one is started and stopped. Each test gets its own prefix (uuid), so tests
+never touch each other's data or the rest of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by
+.ci/run) a missing engine fails the run.
 """
 from __future__ import annotations
 
@@ -10,19 +14,21 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from esmem import embedded
-from esmem.engine import Engine
+from esmem.engine import Engine, detect
 from esmem.errors import EsmemError
 from esmem.install import install, uninstall
 from esmem.store import MemoryStore
 
-OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.1"
+OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.6"  # in step with the embedded default
 ELASTICSEARCH_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
 
 
@@ -47,8 +53,6 @@ def _container(image: str, env: dict[str, str]):  # pragma: no cover - needs a D
     wait_for_logs(c, r"(started|Node '.*' initialized|\"message\":\"started)", timeout=180)
     url = f"http://{c.get_container_host_ip()}:{c.get_exposed_port(9200)}"
     deadline = 120
-    import time
-
     for _ in range(deadline):
         if embedded.health(url) in ("green", "yellow"):
             return c, url
@@ -62,9 +66,10 @@ class Engines:
 
     def __init__(self) -> None:
         self.found: dict[str, str] = {}
+        self.started_in: dict[str, str] = {}
         self.problems: list[str] = []
         self._stop: list = []
-        self._home: Path | None = None
+        self._homes: list[Path] = []
 
     def discover(self) -> None:
         if os.environ.get("ESMEM_URL"):
@@ -85,19 +90,32 @@ class Engines:
                     self.problems.append(f"{name} container: {e}")
             if self.found:
                 return
-        self._home = Path(tempfile.mkdtemp(prefix="esmem-test-engine-"))
+        wanted = os.environ.get("ESMEM_TEST_ENGINES") or ",".join(embedded.FLAVOURS)
+        for name in (n.strip() for n in wanted.split(",") if n.strip()):
+            self._embedded(name)
+
+    def _embedded(self, name: str) -> None:
         try:
-            running = embedded.up(home=self._home)
-            self.found["embedded"] = running.url
-            self._stop.append(lambda: embedded.down(self._home))
+            running = embedded.read_state(embedded.state_dir(name))
+            if running and embedded.health(running.url):
+                self.found[name] = running.url
+                self.started_in[name] = "already running"
+                return
+            home = Path(tempfile.mkdtemp(prefix=f"esmem-test-{name}-"))
+            self._homes.append(home)
+            t0 = time.monotonic()
+            running = embedded.up(home=home, engine=name)
+            self.started_in[name] = f"started in {time.monotonic() - t0:.1f}s"
+            self.found[name] = running.url
+            self._stop.append(lambda: embedded.down(home))
         except EsmemError as e:
-            self.problems.append(f"embedded engine: {e}")
+            self.problems.append(f"embedded {name}: {e}")
 
     def stop(self) -> None:
         for stop in self._stop:
             stop()
-        if self._home:
-            shutil.rmtree(self._home, ignore_errors=True)
+        for home in self._homes:
+            shutil.rmtree(home, ignore_errors=True)
 
 
 _ENGINES = Engines()
@@ -114,8 +132,32 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"esmem engines: {', '.join(f'{k}={v}' for k, v in _ENGINES.found.items()) or 'none'}"] + \
-        [f"esmem engine problem: {p}" for p in _ENGINES.problems]
+    return [f"esmem engine {k}: {v} ({_ENGINES.started_in.get(k, 'given')})" for k, v in _ENGINES.found.items()] \
+        or ["esmem engines: none"] + [f"esmem engine problem: {p}" for p in _ENGINES.problems]
+
+
+# One summary line per engine: the outcome of every test that ran on it (setup errors count as failed).
+_OUTCOMES: dict[str, Counter] = defaultdict(Counter)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = (yield).get_result()
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    name = params.get("engine_url")
+    if name and (report.when == "call" or report.outcome != "passed"):
+        _OUTCOMES[name]["passed" if report.passed else "skipped" if report.skipped else "failed"] += 1
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    for name in sorted(_OUTCOMES):
+        c = _OUTCOMES[name]
+        try:
+            version = str(detect(_ENGINES.found[name]))
+        except EsmemError as e:
+            version = f"not answering: {e}"
+        terminalreporter.write_line(
+            f"esmem engine {name} ({version}): {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -46,10 +46,13 @@ def test_detects_the_engine_family_and_version(engine: Engine) -> None:
     assert info.major in ((2, 3) if info.family == "opensearch" else (8, 9))
 
 
-NEEDED = {  # what esmem uses, as each family names it in _nodes/plugins (plugins + modules)
-    "opensearch": ["org.opensearch.transport.Netty4Plugin", "org.opensearch.painless.PainlessPlugin",
-                   "org.opensearch.script.mustache.MustachePlugin", "org.opensearch.analysis.common.CommonAnalysisPlugin",
-                   "org.opensearch.index.mapper.MapperExtrasPlugin", "org.opensearch.index.reindex.ReindexPlugin"],
+_OS_MODULES = ["org.opensearch.transport.Netty4", "org.opensearch.painless.Painless",
+               "org.opensearch.script.mustache.Mustache", "org.opensearch.analysis.common.CommonAnalysis",
+               "org.opensearch.index.mapper.MapperExtras", "org.opensearch.index.reindex.Reindex"]
+NEEDED = {  # what esmem uses, as each engine names it in _nodes/plugins (plugins + modules)
+    # a difference between the majors: OpenSearch 3 renamed the module classes to *ModulePlugin
+    "opensearch-2": [m + "Plugin" for m in _OS_MODULES],
+    "opensearch-3": [m + "ModulePlugin" for m in _OS_MODULES],
     "elasticsearch": ["transport-netty4", "lang-painless", "lang-mustache", "analysis-common", "mapper-extras",
                       "reindex"],
 }
@@ -59,7 +62,8 @@ def test_every_needed_plugin_is_loaded(engine: Engine) -> None:
     nodes = engine.request("GET", "/_nodes/plugins")["nodes"]
     key = "classname" if engine.info.family == "opensearch" else "name"
     loaded = {p[key] for node in nodes.values() for p in node.get("plugins", []) + node.get("modules", [])}
-    missing = [n for n in NEEDED[engine.info.family] if n not in loaded]
+    which = f"opensearch-{engine.info.major}" if engine.info.family == "opensearch" else "elasticsearch"
+    missing = [n for n in NEEDED[which] if n not in loaded]
     assert not missing, (missing, sorted(loaded))
 
 
@@ -106,3 +110,36 @@ def test_cli_install_against_unsupported_engine_exits_2(old_cluster) -> None:
     assert res.exit_code == 2
     assert res.output.strip() == res.output.strip().splitlines()[0]
     assert "not supported" in res.output and number in res.output
+
+
+def test_bm25_is_on_the_lucene_9_scale_on_every_engine(engine: Engine, installed: str) -> None:
+    """Lucene 10 (OpenSearch 3, Elasticsearch 9) dropped BM25's constant (k1 + 1) factor; the templates
+    boost by EngineInfo.bm25_boost, so the merge lookup scores the documented formula everywhere."""
+    import math
+
+    from esmem.analysis import tokens
+    from esmem.merge import MergePolicy
+    from esmem.store import MemoryInput, MemoryStore
+
+    docs = ["Waters the tomatoes every morning", "Reads science fiction", "Cycles to work",
+            "Plays chess online", "Waters the roses in the evening"]
+    MemoryStore(engine, installed, merge=MergePolicy(enabled=False)).remember_many(
+        [MemoryInput(d, "scale") for d in docs])
+    engine.request("POST", f"/{installed}-memories/_refresh")
+    got = MemoryStore(engine, installed).remember("Waters the tomatoes", "scale", dry_run=True).scores
+    lengths = [len(tokens(d)) for d in docs]
+    avgdl, k1, b = sum(lengths) / len(docs), engine.info.K1, 0.75
+
+    def bm25(doc: str) -> float:
+        toks = tokens(doc)
+        total = 0.0
+        for term in set(tokens("Waters the tomatoes", query=True)) & set(toks):
+            df = sum(term in tokens(d) for d in docs)
+            idf = math.log(1 + (len(docs) - df + 0.5) / (df + 0.5))
+            tf = toks.count(term)
+            total += idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * len(toks) / avgdl))
+        return total
+
+    expected = sorted((round(bm25(d), 4) for d in docs if bm25(d) > 0), reverse=True)
+    assert sorted((round(s["bm25"], 4) for s in got.values()), reverse=True) == expected
+    assert engine.info.bm25_boost == (1.0 if int(engine.info.lucene.split(".")[0]) < 10 else k1 + 1)

@@ -106,15 +106,23 @@ def test_locomo_conversion(tmp_path: Path) -> None:
             "session_3_date_time": "9:00 am on 1 July, 2023",
             "qa": [{"question": "What is the cat called?", "answer": "Miso", "evidence": ["D2:1"], "category": 1},
                    {"question": "Who has a dog?", "answer": "", "evidence": ["D1:1"], "category": 5},
-                   {"question": "Which pet?", "answer": "cat", "evidence": ["D1:1; D2:1"], "category": 4}]}
+                   {"question": "Which pet?", "answer": "cat", "evidence": ["D1:1; D2:1"], "category": 4},
+                   # the annotations' other separators, zero padding and typos (seen in the released files)
+                   {"question": "Name?", "answer": "Miso", "evidence": ["D2:01 D1:2", "D:1:1", "D", "D9:9"],
+                    "category": 2},
+                   {"question": "Where?", "answer": "", "evidence": ["D7:1"], "category": 1}]}
     (tmp_path / "conv-x.json").write_text(json.dumps(conv))
-    recs = locomo_records(tmp_path)
+    dropped: list[str] = []
+    recs = locomo_records(tmp_path, dropped)
     mems = [r for r in recs if r["type"] == "memory"]
     queries = [r for r in recs if r["type"] == "query"]
     assert [m["content"] for m in mems] == ["Ann: I adopted a cat", "Bo: Nice! [shares a photo: a cat on a sofa]",
                                             "Ann: The cat is called Miso"]
     assert mems[0]["namespace"] == "conv-x" and mems[0]["valid_from"] == "2023-05-08T13:56:00.000Z"
-    assert [q["gold"] for q in queries] == [["conv-x/D2:1"], ["conv-x/D1:1", "conv-x/D2:1"]]  # category 5 left out
+    assert [q["gold"] for q in queries] == [["conv-x/D2:1"], ["conv-x/D1:1", "conv-x/D2:1"],  # category 5 left out
+                                            ["conv-x/D2:1", "conv-x/D1:2", "conv-x/D1:1"]]
+    assert dropped == ["conv-x q3: unparseable evidence 'D'", "conv-x q3: no turn D9:9",
+                       "conv-x q4: no turn D7:1", "conv-x q4: no gold left, question skipped"]
     assert queries[0]["now"] == "2023-06-02T10:00:00.000Z" and queries[0]["group"] == "cat1"
 
 

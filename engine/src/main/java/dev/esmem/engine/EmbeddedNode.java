@@ -2,66 +2,55 @@ package dev.esmem.engine;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Arrays;
-import java.util.Collection;
-import java.util.List;
+import java.nio.file.StandardCopyOption;
 import java.util.concurrent.CountDownLatch;
 
-import org.opensearch.analysis.common.CommonAnalysisPlugin;
 import org.opensearch.common.settings.Settings;
-import org.opensearch.index.mapper.MapperExtrasPlugin;
-import org.opensearch.index.reindex.ReindexPlugin;
+import org.opensearch.http.HttpServerTransport;
 import org.opensearch.node.InternalSettingsPreparer;
-import org.opensearch.node.Node;
-import org.opensearch.painless.PainlessPlugin;
-import org.opensearch.plugins.Plugin;
-import org.opensearch.script.mustache.MustachePlugin;
-import org.opensearch.transport.Netty4Plugin;
 
 /**
- * Starts one OpenSearch node in this JVM with the modules esmem needs.
+ * Starts one OpenSearch node in this JVM with the modules esmem needs (VersionedNode, one per major).
  *
- * Node's constructor that takes classpath plugins is protected, hence the subclass.
- * Usage: EmbeddedNode HOME_DIR HTTP_PORT   (port 0 = let the OS pick; the bound
- * address is written to HOME_DIR/http.address once the node answers).
+ * Usage: EmbeddedNode HOME_DIR HTTP_PORT [SETTING=VALUE ...]   (port 0 = let the OS pick; the bound
+ * address is written to HOME_DIR/http.address once the node answers). Extra settings override the
+ * single-node defaults, e.g. to join several nodes into one cluster.
  */
-public final class EmbeddedNode extends Node {
-
-    static final List<Class<? extends Plugin>> PLUGINS = Arrays.asList(
-        Netty4Plugin.class, PainlessPlugin.class, MustachePlugin.class,
-        CommonAnalysisPlugin.class, MapperExtrasPlugin.class, ReindexPlugin.class);
-
-    EmbeddedNode(Settings settings, Collection<Class<? extends Plugin>> plugins) {
-        super(InternalSettingsPreparer.prepareEnvironment(settings, java.util.Collections.emptyMap(), null, () -> "esmem-embedded"),
-              plugins, true);
-    }
+public final class EmbeddedNode {
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 2) {
-            System.err.println("usage: EmbeddedNode HOME_DIR HTTP_PORT");
+        if (args.length < 2) {
+            System.err.println("usage: EmbeddedNode HOME_DIR HTTP_PORT [SETTING=VALUE ...]");
             System.exit(2);
         }
         Path home = Path.of(args[0]).toAbsolutePath();
         Files.createDirectories(home.resolve("data"));
         Files.createDirectories(home.resolve("logs"));
         Files.createDirectories(home.resolve("config"));
-        String port = args[1].equals("0") ? "0" : args[1];
-        Settings settings = Settings.builder()
+        Settings.Builder settings = Settings.builder()
             .put("path.home", home.toString())
             .put("path.data", home.resolve("data").toString())
             .put("path.logs", home.resolve("logs").toString())
             .put("cluster.name", "esmem-embedded")
             .put("node.name", "esmem-embedded")
             .put("network.host", "127.0.0.1")
-            .put("http.port", port)
+            .put("http.port", args[1])
             .put("transport.port", "0")
             .put("discovery.type", "single-node")
             .put("http.type", "netty4")
             .put("transport.type", "netty4")
             .put("cluster.routing.allocation.disk.threshold_enabled", false)
-            .put("action.auto_create_index", true)
-            .build();
-        EmbeddedNode node = new EmbeddedNode(settings, PLUGINS);
+            .put("action.auto_create_index", true);
+        for (int i = 2; i < args.length; i++) {
+            int eq = args[i].indexOf('=');
+            if (eq <= 0) {
+                System.err.println("not a SETTING=VALUE pair: " + args[i]);
+                System.exit(2);
+            }
+            settings.put(args[i].substring(0, eq), args[i].substring(eq + 1));
+        }
+        VersionedNode node = new VersionedNode(InternalSettingsPreparer.prepareEnvironment(
+            settings.build(), java.util.Collections.emptyMap(), null, () -> "esmem-embedded"));
         CountDownLatch stopped = new CountDownLatch(1);
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
             try {
@@ -73,12 +62,12 @@ public final class EmbeddedNode extends Node {
             }
         }));
         node.start();
-        String address = node.injector().getInstance(org.opensearch.http.HttpServerTransport.class)
+        String address = node.injector().getInstance(HttpServerTransport.class)
             .boundAddress().publishAddress().toString();
         Path tmp = home.resolve("http.address.tmp");
         Files.writeString(tmp, address);
-        Files.move(tmp, home.resolve("http.address"), java.nio.file.StandardCopyOption.ATOMIC_MOVE,
-                   java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+        Files.move(tmp, home.resolve("http.address"), StandardCopyOption.ATOMIC_MOVE,
+                   StandardCopyOption.REPLACE_EXISTING);
         System.out.println("esmem-embedded http " + address);
         stopped.await();
     }

@@ -1,0 +1,203 @@
+"""`esmem mcp` driven by the official MCP client, over stdio and streamable HTTP, on the real engine.
+
+The server runs as a subprocess (`esmem --url ... --prefix ... mcp -n NS`) exactly as an MCP client
+would launch it; the client is `mcp.Client` from the same SDK.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from esmem.store import MemoryStore
+
+DATASETS = Path(__file__).resolve().parents[1] / "datasets"
+RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_text(encoding="utf-8").splitlines())
+         if o.get("type") == "memory"}
+OLD_429, NEW_429 = RULES["s01"]["content"], RULES["r09"]["content"]
+PEANUTS = "我对花生过敏"
+TOOLS = {"remember", "recall", "context", "history", "restore", "forget"}
+
+
+def esmem_command(url: str, prefix: str, namespace: str, *extra: str) -> list[str]:
+    script = Path(sys.executable).with_name("esmem")
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "esmem.cli"]
+    return [*head, "--url", url, "--prefix", prefix, "mcp", "-n", namespace, *extra]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(result: Any) -> dict[str, Any]:
+    """The structured result of a successful tool call."""
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for t in tools.values():
+        assert t.description and len(t.description) > 80  # written for a model, not a stub
+        assert "namespace" not in json.dumps(t.input_schema)  # the model cannot choose one
+        assert t.output_schema is not None
+    assert tools["remember"].input_schema["required"] == ["content"]
+    assert set(tools["remember"].input_schema["properties"]["kind"]["enum"]) == \
+        {"fact", "preference", "intent", "rule", "event", "note"}
+
+    # three memories: the newer 429 rule supersedes the older one
+    old = call(await client.call_tool("remember", {"content": OLD_429, "kind": "rule",
+                                                   "valid_from": RULES["s01"]["valid_from"]}))
+    assert old["action"] == "added"
+    new = call(await client.call_tool("remember", {"content": NEW_429, "kind": "rule", "importance": 7,
+                                                   "entities": ["HTTP 429", "jitter"],
+                                                   "valid_from": RULES["r09"]["valid_from"]}))
+    assert new["action"] == "superseded" and new["superseded"] == [old["id"]]
+    assert old["id"] in {c["id"] for c in new["candidates"]}
+    nut = call(await client.call_tool("remember", {"content": PEANUTS, "kind": "fact"}))
+    assert nut["action"] == "added" and nut["id"] not in (old["id"], new["id"])
+    assert store.count(ns) == 2 and store.count(ns, status="superseded") == 1
+
+    # recall: the current rule only, with its score components
+    got = call(await client.call_tool("recall", {"query": "遇到 429 怎么重试", "k": 3}))
+    ids = [m["memory"]["id"] for m in got["memories"]]
+    assert ids[0] == new["id"] and old["id"] not in ids
+    top = got["memories"][0]
+    assert top["rank"] == 1 and top["memory"]["content"] == NEW_429 and top["memory"]["entities"] == ["HTTP 429", "jitter"]
+    assert top["relevance"] > 0 and 0 < top["recency"] <= 1 and top["score"] > 0
+    # blend (the default): score = (1 - w) * sat(rel, k) + w * recency, w = 0.1, k = 5
+    assert top["score"] == pytest.approx(0.9 * top["relevance"] / (top["relevance"] + 5) + 0.1 * top["recency"], rel=1e-4)
+    # as_of: before the update the old rule was the valid one; kinds filters
+    past = call(await client.call_tool("recall", {"query": "429 重试", "as_of": "2026-08-01T00:00:00Z"}))
+    assert [m["memory"]["id"] for m in past["memories"]] == [old["id"]]
+    facts = call(await client.call_tool("recall", {"query": "429 重试 花生", "kinds": ["fact"]}))
+    assert [m["memory"]["id"] for m in facts["memories"]] == [nut["id"]]
+    # from messages: the filler last turn does not hide the topic
+    conv = [{"role": "user", "content": "接口一直 429，怎么重试比较好？"}, {"role": "assistant", "content": "可以退避。"},
+            {"role": "user", "content": "好的，继续"}]
+    by_msgs = call(await client.call_tool("recall", {"messages": conv, "k": 1}))
+    assert "429" in by_msgs["query"] and by_msgs["memories"][0]["memory"]["id"] == new["id"]
+
+    # context: the block to paste, within the budget, current rule in, stale rule out
+    ctx = call(await client.call_tool("context", {"messages": conv, "budget": 400}))
+    assert ctx["text"].startswith("## Relevant memories\n- [rule, ")
+    assert NEW_429 in ctx["text"] and OLD_429 not in ctx["text"]
+    assert PEANUTS in ctx["text"]  # importance 10 (allergy): must-not-miss
+    assert ctx["chars"] == len(ctx["text"]) <= 400 and new["id"] in ctx["included"]
+
+    # history, restore
+    hist = call(await client.call_tool("history", {"memory_id": new["id"]}))
+    assert [(v["id"], v["status"]) for v in hist["versions"]] == [(old["id"], "superseded"), (new["id"], "active")]
+    assert hist["versions"][0]["superseded_by"] == new["id"]
+    back = call(await client.call_tool("restore", {"memory_id": old["id"]}))
+    assert {v["id"]: v["status"] for v in back["versions"]}[old["id"]] == "active"
+    assert store.get(ns, new["id"]).status == "retired"
+    again = call(await client.call_tool("recall", {"query": "遇到 429 怎么重试", "k": 3}))
+    ids = [m["memory"]["id"] for m in again["memories"]]
+    assert ids[0] == old["id"] and new["id"] not in ids
+
+    # forget: a tombstone supersedes the memory (nothing deleted); restore brings it back
+    gone = call(await client.call_tool("forget", {"memory_id": old["id"], "reason": "outdated advice"}))
+    (v1, tomb) = gone["versions"]
+    assert (v1["id"], v1["status"], v1["superseded_by"]) == (old["id"], "superseded", tomb["id"])
+    assert tomb["status"] == "active" and tomb["content"] == "Forgotten at the user's request: outdated advice"
+    assert tomb["kind"] == "rule" and tomb["importance"] == 1
+    after = call(await client.call_tool("recall", {"query": "遇到 429 怎么重试", "k": 5}))
+    assert not {old["id"], new["id"]} & {m["memory"]["id"] for m in after["memories"]}
+    assert OLD_429 not in call(await client.call_tool("context", {"messages": conv}))["text"]
+    back = call(await client.call_tool("restore", {"memory_id": old["id"]}))
+    assert [(v["id"], v["status"]) for v in back["versions"]] == [(old["id"], "active")]
+    assert store.get(ns, tomb["id"]).status == "retired"
+
+    # bad arguments: a tool error with a clear message, nothing written
+    before = store.count(ns, status=None)
+    bad = [("remember", {"content": "x", "kind": "opinion"}, "kind"),
+           ("remember", {"content": "   "}, "content is empty"),
+           ("remember", {"content": "ok", "importance": 11}, "importance"),
+           ("remember", {"content": "ok", "valid_from": "2999-01-01T00:00:00Z"}, "in the future"),
+           ("remember", {"content": "ok", "valid_from": "yesterday-ish"}, "valid_from"),
+           ("recall", {}, "exactly one of `query` or `messages`"),
+           ("recall", {"query": "429", "k": 0}, "k"),
+           ("recall", {"messages": [{"role": "user", "content": "好的"}]}, "anything to search for"),
+           ("context", {"messages": [{"role": "boss", "content": "429"}]}, "role"),
+           ("history", {"memory_id": "no-such-id"}, "no memory 'no-such-id'"),
+           ("restore", {"memory_id": nut["id"]}, "already active"),
+           ("forget", {"memory_id": new["id"]}, "is retired, not active"),
+           ("forget", {"memory_id": "no-such-id"}, "no memory 'no-such-id'"),
+           ("forget", {"memory_id": "has space"}, "memory_id")]
+    for tool, args, needle in bad:
+        res = await client.call_tool(tool, args)
+        text = " ".join(c.text for c in res.content)
+        assert res.is_error and needle in text, (tool, args, text)
+    assert store.count(ns, status=None) == before
+
+
+@pytest.fixture
+def url(engine) -> str:
+    return engine.url
+
+
+def test_stdio_transport(url: str, store: MemoryStore) -> None:
+    params = StdioServerParameters(command=esmem_command(url, store.names.prefix, "alice")[0],
+                                   args=esmem_command(url, store.names.prefix, "alice")[1:], env=dict(os.environ))
+
+    async def main() -> None:
+        async with Client(params, read_timeout_seconds=60) as client:
+            await scenario(client, store, "alice")
+
+    asyncio.run(main())
+
+
+@pytest.fixture
+def http_server(url: str, store: MemoryStore) -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(esmem_command(url, store.names.prefix, "bob", "--transport", "http", "--port", str(port)),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"esmem mcp did not listen: {proc.stderr.read().decode() if proc.stderr else ''}")
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_streamable_http_transport(http_server: str, store: MemoryStore) -> None:
+    async def main() -> None:
+        async with Client(http_server, read_timeout_seconds=60) as client:
+            await scenario(client, store, "bob")
+
+    asyncio.run(main())
+
+
+def test_without_the_extra_it_names_the_extra_and_exits_2(url: str, installed: str) -> None:
+    hide = "import sys; sys.modules['mcp'] = None; from esmem.cli import main; sys.argv[0] = 'esmem'; main()"
+    run = subprocess.run([sys.executable, "-c", hide, "--url", url, "--prefix", installed, "mcp", "-n", "alice"],
+                         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines() == ["error: esmem mcp needs the MCP SDK: pip install 'esmem[mcp]'"]
+
+
+def test_a_bad_namespace_is_refused_before_serving(url: str, installed: str) -> None:
+    run = subprocess.run(esmem_command(url, installed, "../other ns"), capture_output=True, text=True, timeout=60,
+                         stdin=subprocess.DEVNULL)
+    assert run.returncode == 2 and run.stderr.startswith("error: invalid namespace '../other ns'")
