@@ -253,16 +253,15 @@ def make_queries(corpus: Corpus, count: int, seed: int = 0, *, namespace: str | 
 
 
 # -- the naive path (d) ------------------------------------------------------------------------
-NAIVE_FIELDS = ("content", "kind", "importance", "anchor_at", "valid_from", "evergreen")
 PAGE = 10_000  # the engine's default max_result_window
 
 
-def fetch_all(engine: Engine, alias: str, namespace: str) -> tuple[list[dict[str, Any]], float]:
+def fetch_all(engine: Engine, prefix: str, namespace: str) -> tuple[list[dict[str, Any]], float]:
     """Every active memory of a namespace (scroll pages of 10k, only the fields the scorer reads),
     and the engine's summed `took`."""
-    body = {"size": PAGE, "_source": list(NAIVE_FIELDS), "sort": ["_doc"], "query": {"bool": {"filter": [
-        {"term": {"namespace": namespace}}, {"term": {"status": "active"}}]}}}
-    resp = engine.request("POST", f"/{alias}/_search", body, {"routing": namespace, "scroll": "1m"})
+    names = Names(prefix)
+    body = {"id": names.script("fetch_all"), "params": {"namespace": namespace, "size": PAGE}}
+    resp = engine.request("POST", f"/{names.alias}/_search/template", body, {"routing": namespace, "scroll": "1m"})
     docs: list[dict[str, Any]] = []
     took = 0.0
     try:
@@ -338,16 +337,15 @@ class Paths:
         self.alias = self.store.alias
 
     def bm25(self, q: Query) -> Timings:
-        body = {"size": self.k, "track_total_hits": False, "query": {"bool": {
-            "filter": [{"term": {"namespace": q.namespace}}], "must": [{"match": {"content": q.text}}]}}}
-        resp = self.engine.request("POST", f"/{self.alias}/_search", body, {"routing": q.namespace})
+        body = {"id": self.names.script("bm25"), "params": {"namespace": q.namespace, "query": q.text, "size": self.k}}
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", body, {"routing": q.namespace})
         return {"took": float(resp["took"])}
 
     def template(self, q: Query) -> Timings:
-        tp = ranking.template_params(self.params, query=q.text, namespace=q.namespace, size=self.params.window,
-                                     now=utcnow())
-        resp = self.engine.request("POST", f"/{self.alias}/_search/template",
-                                   {"id": self.names.script("recall"), "params": tp}, {"routing": q.namespace})
+        # what any client sends: namespace and query; every other knob is the installed default
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", {
+            "id": self.names.script("recall"), "params": {"namespace": q.namespace, "query": q.text}},
+            {"routing": q.namespace})
         return {"took": float(resp["took"])}
 
     def recall(self, q: Query) -> Timings:
@@ -356,7 +354,7 @@ class Paths:
 
     def naive(self, q: Query) -> Timings:
         started = time.perf_counter()
-        docs, took = fetch_all(self.engine, self.alias, q.namespace)
+        docs, took = fetch_all(self.engine, self.names.prefix, q.namespace)
         fetched = time.perf_counter()
         naive_rank(docs, q.text, utcnow(), self.params, self.k)
         return {"took": took, "fetch": (fetched - started) * 1000, "score": (time.perf_counter() - fetched) * 1000}
@@ -405,6 +403,34 @@ def measure(calls: Mapping[str, Callable[[Query], Timings]], queries: Sequence[Q
     return out
 
 
+def measure_repeated(calls: Mapping[str, Callable[[Query], Timings]], queries: Sequence[Query],
+                     warmup: Sequence[Query], repeat: int,
+                     advance: Callable[[int], None] = lambda n: None) -> dict[str, dict[str, Any]]:
+    """`measure` `repeat` times back to back (each pass interleaves the paths): every number is the
+    median over the passes, and each ratio to (a) also carries its [min, max] over the passes, so a
+    claim can be read against this machine's noise."""
+    return combine_passes([measure(calls, queries, warmup if i == 0 else (), advance) for i in range(repeat)])
+
+
+def combine_passes(passes: Sequence[Mapping[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+    """Several `measure` results as one: medians, summed counts, and each ratio's [min, max]."""
+    repeat = len(passes)
+    out: dict[str, dict[str, Any]] = {}
+    for name, first in passes[0].items():
+        rows = [p[name] for p in passes]
+        row: dict[str, Any] = {"label": first["label"], "n": sum(r["n"] for r in rows), "passes": repeat}
+        for key, value in first.items():
+            if isinstance(value, float):
+                row[key] = statistics.median(r[key] for r in rows)
+            elif isinstance(value, dict):
+                row[key] = {q: statistics.median(r[key][q] for r in rows) for q in value}
+        for p in ("p50", "p95", "p99"):
+            ratios = [r[f"ratio_{p}"] for r in rows]
+            row[f"ratio_{p}_spread"] = [min(ratios), max(ratios)]
+        out[name] = row
+    return out
+
+
 # -- one run -----------------------------------------------------------------------------------
 def ingest(engine: Engine, prefix: str, items: Sequence[MemoryInput], merge: MergePolicy,
            advance: Callable[[int], None]) -> dict[str, Any]:
@@ -448,7 +474,7 @@ def targets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries: int, k: int, seed: int,
-             merge_sample: int, largest: int, progress: Progress) -> dict[str, Any]:
+             merge_sample: int, largest: int, progress: Progress, repeat: int = 1) -> dict[str, Any]:
     """Generate, ingest (without merge: the queried index; with merge: a sample), measure, clean up."""
     task = progress.add_task(f"{size}: generate", total=size)
     corpus = generate(size, namespaces, seed, progress=lambda n: progress.advance(task, n))
@@ -478,11 +504,12 @@ def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries
         for scope, ns, count in scopes:
             warm = max(2, count // 10)
             qs = make_queries(corpus, count + warm, seed, namespace=ns)
-            task = progress.add_task(f"{size}: queries, {scope}", total=4 * (count + warm))
+            task = progress.add_task(f"{size}: queries, {scope}", total=4 * (repeat * count + warm))
             run["latency"].append({
                 "scope": scope, "namespace": ns, "queries": count,
                 "namespace_size": round(statistics.fmean(ns_sizes[q.namespace] for q in qs[:count])),
-                "paths": measure(paths.calls(), qs[:count], qs[count:], lambda n: progress.advance(task, n))})
+                "paths": measure_repeated(paths.calls(), qs[:count], qs[count:], repeat,
+                                          lambda n: progress.advance(task, n))})
         run["index"]["force_merged"] = store_stats(engine, alias, force_merge=True)
         run["targets"] = targets(run)
         return run
@@ -492,15 +519,18 @@ def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries
 
 
 def run(engine: Engine, prefix: str, sizes: Sequence[int], *, namespaces: int = 100, queries: int = 200, k: int = 5,
-        seed: int = 0, merge_sample: int = 10_000, largest: int = 2, console: Console | None = None) -> dict[str, Any]:
+        seed: int = 0, merge_sample: int = 10_000, largest: int = 2, repeat: int = 1,
+        console: Console | None = None) -> dict[str, Any]:
     """The whole benchmark as a JSON-ready report; progress bars go to stderr."""
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=console or Console(stderr=True))
     with progress:
         runs = [run_size(engine, prefix, size, namespaces=namespaces, queries=queries, k=k, seed=seed,
-                         merge_sample=merge_sample, largest=largest, progress=progress) for size in sizes]
+                         merge_sample=merge_sample, largest=largest, progress=progress, repeat=repeat)
+                for size in sizes]
     defaults = RecallParams()
     return {"engine": str(engine.info), "config": {
         "sizes": list(sizes), "namespaces": namespaces, "queries": queries, "k": k, "seed": seed,
-        "window": defaults.window, "recent_n": RECENT_N, "merge_sample": merge_sample, "largest": largest},
+        "window": defaults.window, "recent_n": RECENT_N, "merge_sample": merge_sample, "largest": largest,
+        "repeat": repeat},
         "runs": runs}

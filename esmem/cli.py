@@ -76,6 +76,13 @@ def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | Non
     click.echo(running.url)
 
 
+@engine.command("lock")
+@_ENGINE_OPTION
+def engine_lock(flavour: str) -> None:
+    """Maintainers: build with Maven, then write engine/launcher/ENGINE (jars.lock + compiled launcher)."""
+    click.echo(embedded.lock(flavour))
+
+
 @engine.command("status")
 @_ENGINE_OPTION
 def engine_status(flavour: str) -> None:
@@ -99,11 +106,16 @@ def engine_down(flavour: str) -> None:
 @click.option("--migrate", is_flag=True, help="Reindex into a new index when the mapping changed.")
 @click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True)
 @click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True)
+@click.option("--policy", "policy_path", default=None,
+              help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
 @click.pass_context
-def install(ctx: click.Context, migrate: bool, shards: int, replicas: int) -> None:
-    """Put the index template, index + alias, stored scripts and search templates (idempotent)."""
+def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None) -> None:
+    """Put the index template, index + alias, stored scripts and search templates (idempotent);
+    the policy's ranking defaults go into the stored templates, so every client gets them."""
     eng = _engine(ctx)
-    report = install_artifacts(eng, ctx.obj["prefix"], migrate=migrate, shards=shards, replicas=replicas)
+    params, evergreen = _policy_defaults(policy_path)
+    report = install_artifacts(eng, ctx.obj["prefix"], migrate=migrate, shards=shards, replicas=replicas,
+                               params=params, evergreen_kinds=evergreen)
     for name in report.created:
         click.echo(f"created  {name}")
     for name in report.updated:
@@ -113,16 +125,41 @@ def install(ctx: click.Context, migrate: bool, shards: int, replicas: int) -> No
     click.echo(f"{report.summary()} ({eng.info}, prefix {ctx.obj['prefix']})")
 
 
+def _policy_defaults(path: str | None) -> tuple[RecallParams, tuple[str, ...]]:
+    from .policy import DecayPolicy, load_policy
+
+    policy = load_policy(path) if path else DecayPolicy()
+    return policy.params(), tuple(policy.evergreen_kinds)
+
+
 @cli.command()
+@click.option("--policy", "policy_path", default=None,
+              help="Compare the installed ranking defaults with this policy (default: esmem's).")
 @click.pass_context
-def check(ctx: click.Context) -> None:
-    """Compare what is installed with the repo; exit 1 naming each drift."""
-    drift = check_drift(_engine(ctx), ctx.obj["prefix"])
+def check(ctx: click.Context, policy_path: str | None) -> None:
+    """Compare what is installed with the repo and the policy; exit 1 naming each drift."""
+    params, evergreen = _policy_defaults(policy_path)
+    drift = check_drift(_engine(ctx), ctx.obj["prefix"], params=params, evergreen_kinds=evergreen)
     for line in drift:
         click.echo(f"drift    {line}")
     if drift:
         sys.exit(1)
     click.echo("no drift")
+
+
+@cli.command()
+@click.option("--delete-data", is_flag=True, help="Also delete the memory index and its alias (all memories).")
+@click.pass_context
+def uninstall(ctx: click.Context, delete_data: bool) -> None:
+    """Remove the stored scripts, search templates and index template (idempotent); the data
+    index and alias only with --delete-data."""
+    from .install import uninstall as remove
+
+    removed = remove(_engine(ctx), ctx.obj["prefix"], delete_data=delete_data)
+    for name in removed:
+        click.echo(f"removed  {name}")
+    click.echo(f"{len(removed)} removed (prefix {ctx.obj['prefix']})"
+               + ("" if delete_data else "; memories kept (--delete-data removes them)"))
 
 
 # -- remember / recall / explain ---------------------------------------------------------------
@@ -175,8 +212,9 @@ def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 def _recall(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
             sets: tuple[str, ...], now: str | None, as_of: str | None, touch: bool, explain: bool) -> RecallResult:
-    params = params_from_strings(RecallParams(), _pairs(sets))
-    return _store(ctx, params).recall(resolve_query(query, messages_path), namespace, k, now=now, as_of=as_of,
+    store = _store(ctx)  # --set overrides the installed policy; without it the installed defaults rank
+    params = params_from_strings(store.installed_params(), _pairs(sets)) if sets else None
+    return store.recall(resolve_query(query, messages_path), namespace, k, params=params, now=now, as_of=as_of,
                                       touch=touch, explain=explain)
 
 

@@ -11,7 +11,7 @@ import click
 
 from .context import ORDERS, build_context
 from .policy import DecayPolicy, load_policy
-from .ranking import params_from_strings
+from .ranking import default_values, params_from_strings
 from .stats import collect, plot
 
 
@@ -23,17 +23,29 @@ def _policy(path: str | None) -> DecayPolicy:
 @click.option("--file", "path", default=None, help="Decay policy file (.toml or .json).")
 @click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value.")
 @click.option("--json", "as_json", is_flag=True)
-def config_cmd(path: str | None, sets: tuple[str, ...], as_json: bool) -> None:
-    """Show the effective decay policy and the recall parameters it produces."""
-    from .cli_common import _pairs
+@click.pass_context
+def config_cmd(ctx: click.Context, path: str | None, sets: tuple[str, ...], as_json: bool) -> None:
+    """Show the ranking defaults: installed in the cluster (with --url/ESMEM_URL), or of a policy
+    file (--file), or esmem's built-in ones; and the recall parameters they produce."""
+    from .cli_common import _engine, _pairs
+    from .install import installed_policy
 
-    policy = _policy(path)
-    params = params_from_strings(policy.params(), _pairs(sets))
+    if path is None and ctx.obj.get("url"):
+        installed = installed_policy(_engine(ctx), ctx.obj["prefix"])
+        source, base, evergreen = f"installed under prefix {ctx.obj['prefix']}", installed.params, \
+            installed.evergreen_kinds
+        policy_dict = None
+    else:
+        policy = _policy(path)
+        source, base, evergreen = path or "(built-in defaults)", policy.params(), tuple(policy.evergreen_kinds)
+        policy_dict = policy.as_dict()
+    params = params_from_strings(base, _pairs(sets))
     if as_json:
-        click.echo(json.dumps({"policy": policy.as_dict(), "params": params.as_dict()}, ensure_ascii=False))
+        click.echo(json.dumps({"source": source, "policy": policy_dict, "params": params.as_dict(),
+                               "defaults": default_values(params, evergreen)}, ensure_ascii=False))
         return
-    click.echo(f"policy: {path or '(built-in defaults)'}")
-    click.echo(f"  {'evergreen_kinds':<20} {', '.join(policy.evergreen_kinds) or '-'}")
+    click.echo(f"policy: {source}")
+    click.echo(f"  {'evergreen_kinds':<20} {', '.join(evergreen) or '-'}")
     for name, value in params.as_dict().items():
         if name == "kind_half_lives":
             for kind, hl in value.items():
@@ -97,9 +109,9 @@ def context_cmd(ctx: click.Context, query: str | None, namespace: str, k: int, b
     from .cli_common import _store, resolve_query
 
     query = resolve_query(query, messages_path)
-    params = _policy(policy_path).params().with_(recent_n=recent)
-    store = _store(ctx, params)
-    result = store.recall(query, namespace, k, now=now)
+    store = _store(ctx)  # without --policy the policy installed in the cluster ranks
+    params = (_policy(policy_path).params() if policy_path else store.installed_params()).with_(recent_n=recent)
+    result = store.recall(query, namespace, k, params=params, now=now)
     block = build_context(store, result, budget_chars=budget, budget_tokens=budget_tokens, order=order)
     if as_json:
         click.echo(json.dumps({"query": query, **block.as_dict()}, ensure_ascii=False))

@@ -27,10 +27,20 @@ def _sizes(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
     return sizes
 
 
+def _ratio(p: Mapping[str, Any], q: str) -> str:
+    """The ratio to (a); with --repeat, the median and its [min-max] over the passes."""
+    spread = p.get(f"ratio_{q}_spread")
+    if not spread or p.get("passes", 1) == 1:
+        return f"{p[f'ratio_{q}']:.2f}"
+    return f"{p[f'ratio_{q}']:.2f} [{spread[0]:.2f}-{spread[1]:.2f}]"
+
+
 def latency_table(report: Mapping[str, Any]) -> Table:
+    repeat = report["config"].get("repeat", 1)
     table = Table(title=f"recall latency, client wall ms ({report['engine']}, k={report['config']['k']}, "
-                        f"window={report['config']['window']}, {report['config']['queries']} queries; "
-                        "took = engine ms, 1 ms resolution)")
+                        f"window={report['config']['window']}, {report['config']['queries']} queries"
+                        + (f", median of {repeat} interleaved passes [min-max of the ratio]" if repeat > 1 else "")
+                        + "; took = engine ms, 1 ms resolution)")
     for col in ("size", "scope", "ns size", "path", "p50", "p95", "p99", "×(a) p50", "×(a) p95", "×(a) p99",
                 "took p50/mean"):
         table.add_column(col, justify="left" if col in ("scope", "path") else "right")
@@ -38,8 +48,8 @@ def latency_table(report: Mapping[str, Any]) -> Table:
         for scope in r["latency"]:
             for key, p in scope["paths"].items():
                 table.add_row(str(r["size"]), scope["scope"], str(scope["namespace_size"]), f"({key}) {PATHS[key]}",
-                              f"{p['p50']:.2f}", f"{p['p95']:.2f}", f"{p['p99']:.2f}", f"{p['ratio_p50']:.2f}",
-                              f"{p['ratio_p95']:.2f}", f"{p['ratio_p99']:.2f}",
+                              f"{p['p50']:.2f}", f"{p['p95']:.2f}", f"{p['p99']:.2f}", _ratio(p, "p50"),
+                              _ratio(p, "p95"), _ratio(p, "p99"),
                               f"{p['took']['p50']:.0f}/{p['took']['mean']:.2f}")
             table.add_section()
     return table
@@ -116,19 +126,21 @@ def plot(report: Mapping[str, Any], path: Path) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--merge-sample", type=click.IntRange(1), default=10_000, show_default=True,
               help="How many memories (the oldest) the with-merge ingest measurement writes.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Run the whole latency comparison N times back to back; report medians and the spread of each ratio.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also save a latency/throughput chart (PNG; needs matplotlib).")
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
-           merge_sample: int, as_json: bool, plot_to: Path | None) -> None:
+           merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None) -> None:
     """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
     fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
     if namespaces > min(sizes):
         raise click.BadParameter(f"{namespaces} namespaces do not fit {min(sizes)} memories", param_hint="--namespaces")
     try:
         report = run(_engine(ctx), ctx.obj["prefix"], sizes, namespaces=namespaces, queries=queries, k=k, seed=seed,
-                     merge_sample=merge_sample)
+                     merge_sample=merge_sample, repeat=repeat)
     except EsmemError as e:
         fail(str(e))
     if plot_to is not None:

@@ -92,11 +92,8 @@ def when(t: datetime, now: datetime) -> str:
 def namespace_chars(store: MemoryStore, namespace: str) -> int:
     """Characters (code points) of every active memory's content in `namespace`, summed in the engine."""
     check_namespace(namespace)
-    body = {"size": 0, "track_total_hits": False,
-            "query": {"bool": {"filter": [{"term": {"namespace": namespace}}, {"term": {"status": "active"}}]}},
-            "aggs": {"chars": {"sum": {"script": {
-                "source": "String c = params._source.content; return c.codePointCount(0, c.length());"}}}}}
-    resp = store.engine.request("POST", f"/{store.alias}/_search", body, {"routing": namespace})
+    body = {"id": store.names.script("namespace_chars"), "params": {"namespace": namespace}}
+    resp = store.engine.request("POST", f"/{store.alias}/_search/template", body, {"routing": namespace})
     return int(resp["aggregations"]["chars"]["value"] or 0)
 
 

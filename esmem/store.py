@@ -22,7 +22,7 @@ from .analysis import token_set, truncate_query
 from .engine import Engine
 from .errors import EngineError, EsmemWarning, InvalidInput, InvalidItem, NotFound
 from .importance import Scorer, rule_scorer, score_batch
-from .install import Names, require_installed
+from .install import Names, installed_policy, require_installed
 from .merge import Candidate, Decision, MergePolicy, decide, overlap
 from .merge import jaccard as text_jaccard
 from .mmr import cosine, jaccard, mmr
@@ -33,6 +33,7 @@ SOURCES = ("user", "agent", "tool")
 MAX_K = 1000
 MAX_KEY_CHARS = 512  # ids and idempotency keys (a keyword; the engine refuses terms over 32 KB)
 MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
+POLICY_TTL = 5.0  # seconds a store keeps its copy of the installed ranking policy
 
 
 # -- value types -------------------------------------------------------------------------------
@@ -219,7 +220,8 @@ class MemoryStore:
         self.engine = engine
         self.names = Names(prefix)
         self.alias = require_installed(engine, prefix)
-        self.params = params or RecallParams()
+        self.params = params  # None: the ranking policy installed in the cluster
+        self._installed: tuple[float, RecallParams] | None = None
         self.merge = merge or MergePolicy()
         self.scorer = scorer
         self.max_content_bytes = max_content_bytes
@@ -290,8 +292,7 @@ class MemoryStore:
     def _lookup_body(self, doc: Mapping[str, Any]) -> dict[str, Any]:
         return {"id": self.names.script("lookup"), "params": {
             "namespace": doc["namespace"], "query": truncate_query(doc["content"], MAX_QUERY_TERMS),
-            "size": self.merge.candidates,
-            "kinds_json": json.dumps([doc["kind"]])}}
+            "size": self.merge.candidates, "kinds": [doc["kind"]]}}
 
     @staticmethod
     def _candidates(resp: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
@@ -455,8 +456,8 @@ class MemoryStore:
         """Ids of earlier writes that were absorbed as duplicates -> the memory they reinforced."""
         if not ids:
             return {}
-        resp = self.engine.request("POST", f"/{self.alias}/_search", {
-            "size": len(ids), "_source": ["restated_by"], "query": {"terms": {"restated_by": list(ids)}}})
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", {
+            "id": self.names.script("restated"), "params": {"size": len(ids), "ids_json": json.dumps(list(ids))}})
         wanted, out = set(ids), {}
         for h in resp["hits"]["hits"]:
             by = h["_source"].get("restated_by") or []
@@ -609,8 +610,8 @@ class MemoryStore:
         if not ids:
             return []
         self.engine.request("POST", f"/{self.alias}/_refresh")
-        resp = self.engine.request("POST", f"/{self.alias}/_search", {
-            "size": 10000, "_source": ["superseded_by"], "query": {"terms": {"superseded_by": list(ids)}}})
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", {
+            "id": self.names.script("superseded_by"), "params": {"ids_json": json.dumps(list(ids))}})
         return [(h["_source"]["superseded_by"], h["_id"]) for h in resp["hits"]["hits"]]
 
     def _repair(self, done: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
@@ -714,22 +715,39 @@ class MemoryStore:
             raise NotFound(f"no memory {memory_id!r} in namespace {namespace!r}")
         return Memory.from_hit(resp["_id"], resp["_source"])
 
+    def installed_params(self) -> RecallParams:
+        """The ranking policy installed in the cluster (`esmem install --policy`), re-read at most
+        every POLICY_TTL seconds: the engine applies a new policy to the next recall at once, this
+        copy drives the client-side knobs (MMR, recent-N, reheat) and the score breakdown."""
+        now = time.monotonic()
+        if self._installed is None or now - self._installed[0] > POLICY_TTL:
+            self._installed = (now, installed_policy(self.engine, self.names.prefix).params)
+        return self._installed[1]
+
     def recall(self, query: str, namespace: str, k: int = 5, *, params: RecallParams | None = None,
                now: datetime | str | None = None, as_of: datetime | str | None = None,
                touch: bool = True, explain: bool = False) -> RecallResult:
-        """Top-k memories of `namespace` for `query`, ranked in the engine, diversified by MMR."""
+        """Top-k memories of `namespace` for `query`, ranked in the engine, diversified by MMR.
+
+        The stored `recall` template is called as any client calls it: namespace, query, size,
+        now (and as_of); explicit `params` (or the store's) are passed as plain overrides, else the
+        installed defaults rank."""
         started = time.perf_counter()
-        p = params or self.params
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
         check_namespace(namespace)
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
             raise InvalidInput(f"k must be an integer in 1..{MAX_K}, got {k!r}")
+        explicit = params or self.params
+        p = explicit or self.installed_params()
         now_t = parse_time(now) if now is not None else self.clock()
         as_of_t = parse_time(as_of) if as_of is not None else None
         size = max(k, p.window) if p.mmr else k
         query = truncate_query(query, MAX_QUERY_TERMS)
-        tp = ranking.template_params(p, query=query, namespace=namespace, size=size, now=now_t, as_of=as_of_t)
+        tp: dict[str, Any] = {"namespace": namespace, "query": query, "size": size, "now": epoch_ms(now_t),
+                              **(ranking.template_overrides(explicit) if explicit else {})}
+        if as_of_t is not None:
+            tp["as_of"] = iso(as_of_t)
         header = {"routing": namespace}
         searches: list[Any] = [header, {"id": self.names.script("recall"), "params": tp}]
         if p.recent_n:
@@ -846,13 +864,13 @@ class MemoryStore:
         return self.get(namespace, memory_id)
 
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
-        filters: list[Any] = []
-        if namespace:
-            filters.append({"term": {"namespace": namespace}})
-        if status:
-            filters.append({"term": {"status": status}})
+        """Memories of a namespace (all without one) with a status (any with None): stored `count`."""
+        params = {k: v for k, v in (("namespace", namespace), ("status", status)) if v}
         self.engine.request("POST", f"/{self.alias}/_refresh")
-        return self.engine.request("POST", f"/{self.alias}/_count", {"query": {"bool": {"filter": filters}}})["count"]
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template",
+                                   {"id": self.names.script("count"), "params": params},
+                                   {"routing": namespace} if namespace else None)
+        return int(resp["hits"]["total"]["value"])
 
 
 MEMORY_FIELDS = {f for f in MemoryInput.__dataclass_fields__} | {"type", "id"}
@@ -913,8 +931,10 @@ _WEIGHT = re.compile(r"^weight\(([\w.]+):(.+?) in \d+\)")
 def term_contributions(expl: Mapping[str, Any]) -> dict[str, float]:
     """Per-term BM25 contributions from an explanation tree: {"content:输出": 2.1, ...}."""
     out: dict[str, float] = {}
+    must_not_miss = False
 
     def walk(node: Mapping[str, Any]) -> None:
+        nonlocal must_not_miss
         desc = node.get("description", "")
         m = _WEIGHT.match(desc)
         if m:
@@ -922,10 +942,12 @@ def term_contributions(expl: Mapping[str, Any]) -> dict[str, float]:
             out[key] = out.get(key, 0.0) + float(node.get("value", 0.0))
             return
         if desc.startswith("field value function:"):  # must-not-miss: boost * importance / 10
-            out["must_not_miss"] = out.get("must_not_miss", 0.0) + float(node.get("value", 0.0))
+            must_not_miss = True
             return
         for child in node.get("details", []):
             walk(child)
 
     walk(expl)
+    if must_not_miss:  # the memory matched no term: the whole relevance is must-not-miss's
+        out["must_not_miss"] = float(expl.get("value", 0.0)) - sum(out.values())
     return out

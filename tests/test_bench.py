@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.analysis import tokens
-from esmem.bench import PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
+from esmem.bench import combine_passes, PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
 from esmem.cli_bench import bench_cmd
 from esmem.engine import Engine
 from esmem.install import check
@@ -96,7 +96,7 @@ def test_naive_top1_matches_a_plain_python_computation(engine: Engine, installed
     store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False))
     store.remember_many(corpus.inputs())
     ns = corpus.namespaces[2]  # the smallest
-    docs, took = fetch_all(engine, store.alias, ns)
+    docs, took = fetch_all(engine, store.names.prefix, ns)
     assert len(docs) == corpus.sizes[2] and took >= 0
     for q in make_queries(corpus, 8, 3, namespace=ns):
         ranked = naive_rank(docs, q.text, NOW, RecallParams(), 5)
@@ -148,3 +148,39 @@ def test_cli_rejects_more_namespaces_than_memories(engine: Engine, prefix: str) 
     res = CliRunner().invoke(group, ["bench", "--sizes", "10", "--namespaces", "20"],
                              obj={"url": engine.url, "prefix": prefix})
     assert res.exit_code == 2 and "namespaces" in res.output
+
+
+def test_passes_combine_into_medians_with_the_spread_of_each_ratio() -> None:
+    def one(a50: float, b50: float) -> dict[str, dict]:
+        return {name: {"label": name, "n": 10, "p50": v, "p95": 2 * v, "p99": 3 * v, "mean": v,
+                       "took": {"p50": v, "p95": v, "p99": v, "mean": v},
+                       "ratio_p50": v / a50, "ratio_p95": v / a50, "ratio_p99": v / a50}
+                for name, v in (("a", a50), ("b", b50))}
+
+    combined = combine_passes([one(1.0, 1.2), one(2.0, 3.0), one(1.0, 1.1)])
+    b = combined["b"]
+    assert b["passes"] == 3 and b["n"] == 30
+    assert b["p50"] == 1.2 and b["took"]["p50"] == 1.2            # medians of the passes
+    assert b["ratio_p50"] == 1.2                                  # median of 1.2, 1.5, 1.1
+    assert b["ratio_p50_spread"] == [1.1, 1.5]
+    assert combined["a"]["ratio_p50_spread"] == [1.0, 1.0]
+
+
+def test_cli_repeat_reports_every_pass(engine: Engine, installed: str) -> None:
+    group = click.Group()
+    group.add_command(bench_cmd)
+    res = CliRunner().invoke(group, ["bench", "--sizes", "200", "--namespaces", "4", "--queries", "4",
+                                     "--merge-sample", "20", "--repeat", "3", "--json"],
+                             obj={"url": engine.url, "prefix": installed})
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["config"]["repeat"] == 3
+    for scope in report["runs"][0]["latency"]:
+        for p in scope["paths"].values():
+            assert p["passes"] == 3 and p["n"] == 3 * scope["queries"]
+            lo, hi = p["ratio_p50_spread"]
+            assert lo <= p["ratio_p50"] <= hi
+    table = CliRunner().invoke(group, ["bench", "--sizes", "200", "--namespaces", "4", "--queries", "4",
+                                       "--merge-sample", "20", "--repeat", "2"],
+                               obj={"url": engine.url, "prefix": installed})
+    assert table.exit_code == 0 and "median of 2 interleaved passes" in table.stdout

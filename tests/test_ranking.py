@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams, parse_duration, params_from_strings, parse_time, reference_score, template_params
+from esmem.ranking import (RecallParams, epoch_ms, parse_duration, params_from_strings, parse_time, reference_score,
+                           template_overrides)
 from esmem.errors import ConfigError
 from esmem.store import MemoryInput, MemoryStore
 
@@ -52,7 +53,7 @@ def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str)
     compared = 0
     for _ in range(12):
         query = " ".join(rng.sample(WORDS, 3))
-        tp = template_params(params, query=query, namespace="parity", size=500, now=NOW)
+        tp = {"query": query, "namespace": "parity", "size": 500, "now": epoch_ms(NOW), **template_overrides(params)}
         body = {"id": store.names.script("recall"), "params": tp}
         fused = store.engine.request("POST", f"/{store.alias}/_search/template", body, {"routing": "parity"})
         rel = store.engine.request("POST", f"/{store.alias}/_search/template",
@@ -70,7 +71,8 @@ def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str)
 def test_per_kind_half_lives_and_no_default_decay_match_the_reference(parity_store: MemoryStore) -> None:
     params = params_from_strings(RecallParams(mode="multiply", mmr=False),
                                  {"half_life": "none", "hl.note": "3d", "hl.fact": "400d"})
-    tp = template_params(params, query="redis 缓存 deploy", namespace="parity", size=500, now=NOW)
+    tp = {"query": "redis 缓存 deploy", "namespace": "parity", "size": 500, "now": "2026-10-08T12:00:00Z",
+          **template_overrides(params)}
     body = {"id": parity_store.names.script("recall"), "params": tp}
     fused = parity_store.engine.request("POST", f"/{parity_store.alias}/_search/template", body)
     rel = parity_store.engine.request("POST", f"/{parity_store.alias}/_search/template",

@@ -182,13 +182,12 @@ def test_a_namespace_never_sees_another(plain: MemoryStore, query: str) -> None:
 
 def test_template_without_namespace_returns_nothing(plain: MemoryStore) -> None:
     plain.remember_many([MemoryInput("anything at all", "x", kind="fact", importance=10, evergreen=True)])
-    params = {"query": "anything", "size": 10, "now": "2026-10-08T12:00:00Z", "mode": "blend", "rec_weight": 0.1,
-              "score_mode": "sum", "boost_mode": "replace", "fuse_params": json.dumps({"w": 0.1, "k": 5}),
-              "decays": [], "flat_filter": '{"match_all": {}}', "min_importance": 1, "entity_boost": 1,
-              "must_not_miss": True, "importance_floor": 8, "must_not_miss_factor": 0.1}
-    resp = plain.engine.request("POST", f"/{plain.alias}/_search/template",
-                                {"id": plain.names.script("recall"), "params": params})
-    assert resp["hits"]["hits"] == []
+    for template in ("recall", "recent", "lookup"):
+        body = {"id": plain.names.script(template), "params": {"query": "anything", "size": 10}}
+        resp = plain.engine.request("POST", f"/{plain.alias}/_search/template", body)
+        assert resp["hits"]["hits"] == [], template
+        with_ns = {**body, "params": {**body["params"], "namespace": "x"}}
+        assert len(plain.engine.request("POST", f"/{plain.alias}/_search/template", with_ns)["hits"]["hits"]) == 1
 
 
 @pytest.mark.parametrize("kwargs, message", [
