@@ -316,7 +316,7 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPol
     fs = out["query"]["function_score"]
     flt, should = fs["query"]["bool"]["filter"], fs["query"]["bool"]["should"]
     kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
-    mnm = should[2]["function_score"]
+    lexical, mnm = should[0]["bool"]["should"], should[1]["function_score"]  # lexical: boosted by bm25_boost
     mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
     functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
     script = functions[0]
@@ -334,7 +334,7 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPol
         must_not_miss=mnm_bool["filter"][0]["term"]["namespace"] == "n",
         importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
         must_not_miss_boost=float(mnm["functions"][0]["field_value_factor"]["factor"]),
-        entity_boost=float(should[1]["match"]["entities.text"]["boost"]),
+        entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
         min_importance=float(flt[3]["range"]["importance"]["gte"]),
         window=int(out["size"]), kinds=kinds or None,
         include_superseded=flt[1]["bool"]["should"][1]["term"]["namespace"] == "n",

@@ -58,6 +58,6 @@ class EsmemRetriever(BaseRetriever):
         super().__init__(**data)
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        params = self.store.params.with_(kinds=tuple(self.kinds)) if self.kinds else None
+        params = self.store.ranking_params().with_(kinds=tuple(self.kinds)) if self.kinds else None
         res = self.store.recall(query, self.namespace, self.k, params=params, touch=self.touch)
         return [document(r, i) for i, r in enumerate(res.items, 1)]

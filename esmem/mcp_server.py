@@ -196,7 +196,7 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         components (relevance, recency, importance) of each. Superseded versions are not returned."""
         q = _query(query, messages)
         try:
-            params = store.params.with_(kinds=tuple(kinds)) if kinds else store.params
+            params = store.ranking_params().with_(kinds=tuple(kinds)) if kinds else store.params
             res = store.recall(q, namespace, k, params=params, as_of=_time("as_of", as_of), touch=touch)
         except EsmemError as e:
             raise _refuse(e) from None

@@ -724,6 +724,10 @@ class MemoryStore:
             self._installed = (now, installed_policy(self.engine, self.names.prefix).params)
         return self._installed[1]
 
+    def ranking_params(self) -> RecallParams:
+        """The knobs a recall without explicit `params` uses: the store's, else the installed policy."""
+        return self.params or self.installed_params()
+
     def recall(self, query: str, namespace: str, k: int = 5, *, params: RecallParams | None = None,
                now: datetime | str | None = None, as_of: datetime | str | None = None,
                touch: bool = True, explain: bool = False) -> RecallResult:
