@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -15,7 +16,7 @@ import click
 from rich.table import Table
 
 from . import embedded
-from .errors import EsmemError
+from .errors import EngineError, EsmemError, InvalidInput, InvalidItem
 from .evaluate import BASELINES
 from .install import check as check_drift
 from .install import install as install_artifacts
@@ -31,6 +32,8 @@ class Group(click.Group):
             return super().invoke(ctx)
         except EsmemError as e:
             fail(str(e))
+        except click.UsageError as e:  # a bad option value: one line too, not click's usage block
+            fail(e.format_message())
 
 
 @click.group(cls=Group)
@@ -58,6 +61,11 @@ def cli(ctx: click.Context, url: str | None, prefix: str, cloud_id: str | None, 
                               "ssl_fingerprint": ssl_fingerprint, "client_cert": client_cert,
                               "client_key": client_key, "verify_certs": False if insecure else None,
                               "aws_region": aws_region}}
+    warnings.showwarning = _one_line_warning
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    click.echo(f"warning: {str(message).splitlines()[0]}", err=True)
 
 
 # -- engine ------------------------------------------------------------------------------------
@@ -208,21 +216,23 @@ def uninstall(ctx: click.Context, delete_data: bool) -> None:
 @click.option("--evergreen", is_flag=True, help="Never decays.")
 @click.option("--source", default="user", show_default=True)
 @click.option("--dry-run", is_flag=True, help="Show the merge decision without writing.")
+@click.option("--idempotency-key", default=None, help="Retrying with the same key lands on the same memory.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def remember(ctx: click.Context, content: str, namespace: str, kind: str, importance: float | None,
              valid_from: str | None, entities: tuple[str, ...], evergreen: bool, source: str,
-             dry_run: bool, as_json: bool) -> None:
+             dry_run: bool, idempotency_key: str | None, as_json: bool) -> None:
     """Write one memory (supersede-merge decides added / superseded / duplicate)."""
     res = _store(ctx).remember(content, namespace, kind=kind, importance=importance, valid_from=valid_from,
-                               entities=entities, evergreen=evergreen, source=source, dry_run=dry_run)
+                               entities=entities, evergreen=evergreen, source=source, dry_run=dry_run,
+                               idempotency_key=idempotency_key)
     if as_json:
         click.echo(json.dumps(asdict(res), ensure_ascii=False))
         return
     what = {"added": "added", "superseded": f"superseded {', '.join(res.superseded)}",
             "duplicate": f"duplicate of {res.duplicate_of}",
             "outdated": f"outdated by {res.outdated_by} (kept as history)"}[res.action]
-    click.echo(f"{'(dry run) ' if dry_run else ''}{what} -> {res.id}")
+    click.echo(f"{'(dry run) ' if dry_run else ''}{'(already written) ' if res.replayed else ''}{what} -> {res.id}")
     for mid, sc in res.scores.items():
         click.echo(f"  candidate {mid}: bm25={sc['bm25']:.2f} overlap={sc['overlap']:.2f}")
 
@@ -329,14 +339,33 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
     from .merge import MergePolicy
     from .store import read_jsonl
 
-    items = read_jsonl(str(file), namespace)
+    items, line_of = read_jsonl(str(file), namespace)
     store = MemoryStore(_engine(ctx), ctx.obj["prefix"], merge=MergePolicy(enabled=not no_merge))
-    with Progress(console=err, transient=True) as bar:
-        task = bar.add_task(f"importing {file.name}", total=len(items))
-        results = store.remember_many(items, dry_run=dry_run, progress=lambda n: bar.advance(task, n))
-    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate", "outdated")}
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        bar.advance(task, n)
+
+    try:
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:  # errors stay one line
+            task = bar.add_task(f"importing {file.name}", total=len(items))
+            results = store.remember_many(items, dry_run=dry_run, progress=advance)
+    except InvalidItem as e:
+        fail(f"{file}:{line_of[e.position]}: {e.reason}")
+    except InvalidInput as e:
+        fail(f"{file}:{line_of[0]}: {e}" if len(items) == 1 else str(e))
+    except EngineError as e:
+        if dry_run:
+            raise
+        fail(f"{e} -- {done[0]} of {len(items)} lines are durably imported (up to line "
+             f"{line_of[done[0] - 1] if done[0] else 0}); re-run the same command to resume: the import is idempotent")
+    counts = {a: sum(r.action == a and not r.replayed for r in results)
+              for a in ("added", "superseded", "duplicate", "outdated")}
+    replayed = sum(r.replayed for r in results)
     click.echo(f"{'(dry run) ' if dry_run else ''}{len(results)} memories: {counts['added']} added, "
-               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated")
+               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated"
+               + (f", {replayed} already imported" if replayed else ""))
 
 
 # -- history / restore -------------------------------------------------------------------------
@@ -496,10 +525,13 @@ def demo(ctx: click.Context, data: Path | None) -> None:
     dataset = load_dataset(data or assets_root() / "datasets" / "demo.jsonl")
     store = MemoryStore(eng, ctx.obj["prefix"])
     results = store.remember_many([m for _, m in dataset.memories])
-    counts = {a: sum(r.action == a for r in results) for a in ("added", "superseded", "duplicate", "outdated")}
+    counts = {a: sum(r.action == a and not r.replayed for r in results)
+              for a in ("added", "superseded", "duplicate", "outdated")}
+    replayed = sum(r.replayed for r in results)
     out.print(f"remembered {len(results)} demo memories: {counts['added']} added, {counts['superseded']} merged "
               f"(an update superseded an older rule), {counts['duplicate']} duplicate (already there), "
-              f"{counts['outdated']} outdated (older than what is there: kept as history)")
+              f"{counts['outdated']} outdated (older than what is there: kept as history)"
+              + (f", {replayed} written by an earlier run" if replayed else ""))
     for q in dataset.queries:
         res = store.recall(q.text, q.namespace, 3, now=q.now, touch=False, explain=True)
         print_result(res, explain=True)

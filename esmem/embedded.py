@@ -289,7 +289,8 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
         cp = classpath(fl.name)
     props: list[str] = []
     java = find_java(fl.java)
-    home.mkdir(parents=True, exist_ok=True)
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    home.chmod(0o700)  # memories are private: the node's files are created 0600 / 0700 (umask below)
     heap = heap or os.environ.get("ESMEM_ENGINE_HEAP", "1g")
     ports = [port or free_port()] + [free_port() for _ in range(nodes - 1)]
     names = [f"esmem-{i + 1}" for i in range(nodes)]
@@ -321,7 +322,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
         log = str(home / ("engine.log" if nodes == 1 else f"engine-{names[i]}.log"))
         nodes_state.append({"pid": _spawn(cmd, log), "url": f"{'https' if secure else 'http'}://127.0.0.1:{http_port}",
                             "cmd": cmd, "log": log})
-    (home / "engine.json").write_text(json.dumps({"engine": fl.name, "nodes": nodes_state, "secure": secure}))
+    _write_state(home, {"engine": fl.name, "nodes": nodes_state, "secure": secure})
     started = [(n["pid"], n["log"]) for n in nodes_state]
     url = nodes_state[0]["url"]
     deadline = time.monotonic() + timeout
@@ -343,9 +344,14 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
 
 
 def _spawn(cmd: list[str], log: str) -> int:
-    with open(log, "ab") as out:
+    with os.fdopen(os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600), "ab") as out:
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True).pid
+                                start_new_session=True, umask=0o077).pid
+
+
+def _write_state(home: Path, state: dict) -> None:
+    with os.fdopen(os.open(home / "engine.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+        fh.write(json.dumps(state))
 
 
 def restart_node(home: Path, index: int) -> int:
@@ -353,7 +359,7 @@ def restart_node(home: Path, index: int) -> int:
     state = json.loads((home / "engine.json").read_text())
     node = state["nodes"][index]
     node["pid"] = _spawn(node["cmd"], node["log"])
-    (home / "engine.json").write_text(json.dumps(state))
+    _write_state(home, state)
     return node["pid"]
 
 
@@ -377,11 +383,20 @@ def stop_pid(pid: int, timeout: float = 30.0, *, kill: bool = False) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def _is_engine(pid: int) -> bool:
+    """The PID in engine.json may have been reused by any process since: signal only our node."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # no /proc (macOS): ask ps
+        cmdline = subprocess.run(["ps", "-o", "command=", "-p", str(pid)], capture_output=True).stdout
+    return b"dev.esmem.engine.EmbeddedNode" in cmdline
+
+
 def down(home: Path | None = None, timeout: float = 30.0) -> bool:
     """Stop the node(s); True if any was running."""
     home = home or state_dir()
     running = read_state(home)
-    alive = [p for p in (running.pids if running else ()) if _alive(p)]
+    alive = [p for p in (running.pids if running else ()) if _alive(p) and _is_engine(p)]
     for pid in alive:
         stop_pid(pid, timeout)
     (home / "engine.json").unlink(missing_ok=True)

@@ -10,6 +10,15 @@ class InvalidInput(EsmemError, ValueError):
     """A caller passed something esmem refuses (empty content, bad namespace, k out of range...)."""
 
 
+class InvalidItem(InvalidInput):
+    """One item of a batch is refused; `position` (0-based) lets a caller name its own line."""
+
+    def __init__(self, position: int, reason: str):
+        super().__init__(f"memory #{position + 1}: {reason}")
+        self.position = position
+        self.reason = reason
+
+
 class ConfigError(EsmemError, ValueError):
     """A configuration value (half-life, kind policy, scorer) is invalid."""
 
@@ -53,6 +62,10 @@ class NotFound(EngineError):
 
 class VersionConflict(EngineError):
     """An optimistic-concurrency write lost the race (if_seq_no / if_primary_term)."""
+
+
+class EsmemWarning(UserWarning):
+    """Something esmem did not finish but the caller's result does not depend on (a reheat write-back)."""
 
 
 class NotInstalled(EsmemError):

@@ -18,6 +18,8 @@ in nodes and tools, LangMem's memory tools): JSON values under a namespace tuple
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from typing import Any, Iterable
 
 from langgraph.store.base import (
@@ -94,8 +96,13 @@ class EsmemStore(BaseStore):
         if "entities" in fields:
             fields["entities"] = tuple(fields["entities"])
         previous = self._by_key(ns, op.key)
+        # a key names a mutable item: each put is a new version, so its identity is the key, the
+        # version it replaces and the value (external_id alone would make a second put a replay)
+        version = hashlib.sha256(json.dumps([op.key, previous.id if previous else None, value], sort_keys=True,
+                                            default=str).encode("utf-8")).hexdigest()
         self.store.remember(content, ns, external_id=op.key, metadata={"langgraph": value},
-                            supersedes=previous.id if previous else None, **fields)
+                            supersedes=previous.id if previous else None, idempotency_key=f"langgraph:{version}",
+                            **fields)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         ns = esmem_namespace(op.namespace_prefix)

@@ -63,6 +63,12 @@ def format_duration(d: timedelta | None) -> str:
     return f"{s:g}s"
 
 
+# Documented ranges (README "Guarantees"): every numeric knob finite, half-lives 1s..100 years.
+MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
+NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
+           "min_importance", "window", "mmr_lambda", "recent_n", "rho")
+
+
 @dataclass(frozen=True)
 class RecallParams:
     """Every ranking knob, carried unchanged from CLI/eval/library to the template."""
@@ -93,8 +99,8 @@ class RecallParams:
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
         for name, d in [("half_life", self.half_life), *self.kind_half_lives.items()]:
-            if d is not None and d.total_seconds() <= 0:
-                raise ConfigError(f"half-life of {name} must be positive, got {d}")
+            if d is not None and not MIN_HALF_LIFE <= d <= MAX_HALF_LIFE:
+                raise ConfigError(f"half-life of {name} must be between 1s and 36500d (or none), got {d}")
         for kind in self.kind_half_lives:
             if kind not in KINDS:
                 raise ConfigError(f"unknown kind {kind!r} in kind_half_lives (known: {', '.join(KINDS)})")
@@ -102,11 +108,19 @@ class RecallParams:
             for kind in self.kinds:
                 if kind not in KINDS:
                     raise InvalidInput(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
-        checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", self.k > 0),
-                  ("c", self.c >= 0), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
-                  ("recent_n", 0 <= self.recent_n <= 100), ("entity_boost", self.entity_boost >= 0),
-                  ("must_not_miss_boost", self.must_not_miss_boost >= 0),
-                  ("alpha/beta/gamma", min(self.alpha, self.beta, self.gamma) >= 0),
+        for name in ("mmr", "must_not_miss", "include_superseded"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        for name in NUMERIC:  # finite numbers only: NaN/inf would reach the engine's scripts
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise ConfigError(f"{name} must be a finite number, got {v!r}")
+        checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", 0 < self.k <= 1e6),
+                  ("c", 0 <= self.c <= 100), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
+                  ("recent_n", 0 <= self.recent_n <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
+                  ("must_not_miss_boost", 0 <= self.must_not_miss_boost <= 100),
+                  ("alpha/beta/gamma", min(self.alpha, self.beta, self.gamma) >= 0
+                   and max(self.alpha, self.beta, self.gamma) <= 100),
                   ("importance_floor", 1 <= self.importance_floor <= 10),
                   ("min_importance", 1 <= self.min_importance <= 10)]
         for name, ok in checks:
@@ -189,17 +203,29 @@ def epoch_ms(t: datetime) -> int:
     return int(round(t.timestamp() * 1000))
 
 
+TIME_RANGE = "0001-01-01T00:00:00Z..9999-12-31T23:59:59Z"
+
+
 def parse_time(value: str | datetime | int | float) -> datetime:
     """ISO-8601 (naive = UTC) or epoch milliseconds -> aware datetime; InvalidInput otherwise."""
     if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return datetime.fromtimestamp(value / 1000, timezone.utc)
-    try:
-        t = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidInput(f"unparseable time {value!r}: use ISO-8601, e.g. 2026-10-08T12:00:00Z") from None
-    return t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+        t = value
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            t = datetime.fromtimestamp(value / 1000, timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise InvalidInput(f"time {value!r} (epoch ms) is outside {TIME_RANGE}") from None
+    else:
+        try:
+            t = datetime.fromisoformat(str(value).strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise InvalidInput(f"unparseable time {value!r}: use ISO-8601, e.g. 2026-10-08T12:00:00Z") from None
+    t = t if t.tzinfo else t.replace(tzinfo=timezone.utc)
+    try:  # the engine stores UTC: a time whose UTC form leaves years 1..9999 cannot be written or compared
+        t.astimezone(timezone.utc)
+    except (OverflowError, OSError):
+        raise InvalidInput(f"time {value!r} is outside {TIME_RANGE}") from None
+    return t
 
 
 # -- template parameters -----------------------------------------------------------------------

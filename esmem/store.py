@@ -6,10 +6,12 @@ recent-N, per-term explanation) -> MMR -> recent-N -> reheat write-back.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import re
 import time
-import uuid
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -18,7 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from . import ranking
 from .analysis import token_set, truncate_query
 from .engine import Engine
-from .errors import EngineError, InvalidInput, NotFound, VersionConflict
+from .errors import EngineError, EsmemWarning, InvalidInput, InvalidItem, NotFound
 from .importance import Scorer, rule_scorer, score_batch
 from .install import Names, installed_policy, require_installed
 from .merge import Candidate, Decision, MergePolicy, decide, overlap
@@ -29,6 +31,7 @@ from .ranking import KINDS, RecallParams, epoch_ms, iso, parse_time, utcnow
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 SOURCES = ("user", "agent", "tool")
 MAX_K = 1000
+MAX_KEY_CHARS = 512  # ids and idempotency keys (a keyword; the engine refuses terms over 32 KB)
 MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
 POLICY_TTL = 5.0  # seconds a store keeps its copy of the installed ranking policy
 
@@ -50,6 +53,7 @@ class MemoryInput:
     external_id: str | None = None
     embedding: Sequence[float] | None = None
     supersedes: str | None = None  # the caller knows this replaces a memory: skip the lookup
+    idempotency_key: str | None = None  # a retry with the same key lands on the same memory
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,7 @@ class WriteResult:
     outdated_by: str | None = None
     scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     dry_run: bool = False
+    replayed: bool = False  # written before (a re-import or a retry): nothing new was added
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,8 @@ class RecallResult:
 
 # -- validation --------------------------------------------------------------------------------
 def check_namespace(namespace: Any) -> str:
-    if not isinstance(namespace, str) or not NAMESPACE_RE.match(namespace):
+    # fullmatch: `$` alone would accept a trailing newline ("good\n"), which then became routing
+    if not isinstance(namespace, str) or not NAMESPACE_RE.fullmatch(namespace):
         raise InvalidInput(f"invalid namespace {namespace!r}: 1-128 characters from A-Z a-z 0-9 _ . : @ -, "
                            "starting with a letter or digit")
     return namespace
@@ -159,6 +165,51 @@ def _check_content(content: Any, max_bytes: int) -> str:
     return content.strip()
 
 
+def _check_choice(name: str, value: Any, known: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in known:
+        raise InvalidInput(f"unknown {name} {value!r} (known: {', '.join(known)})")
+    return value
+
+
+def _check_entities(entities: Any) -> list[str]:
+    """A list (or tuple) of non-empty strings: a bare string is not split into characters."""
+    if isinstance(entities, (str, bytes)) or not isinstance(entities, (list, tuple)):
+        raise InvalidInput(f"entities must be a list of strings, got {type(entities).__name__}")
+    if len(entities) > 64 or any(not isinstance(e, str) or not e.strip() or len(e) > 256 for e in entities):
+        raise InvalidInput("entities: at most 64 non-empty strings of at most 256 characters")
+    return list(entities)
+
+
+def _check_key(name: str, value: Any) -> str:
+    """An id from the caller (`id` of a line, external_id, idempotency_key): a short non-empty string."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip() \
+            or len(str(value)) > MAX_KEY_CHARS:
+        raise InvalidInput(f"{name} must be a non-empty string of at most {MAX_KEY_CHARS} characters, got {value!r}")
+    return str(value)
+
+
+def _check_json(name: str, value: Any) -> Any:
+    """Strict JSON (no NaN/Infinity anywhere): the engine rejects them mid-batch otherwise."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"{name} must be JSON-serialisable without NaN/Infinity ({e})") from None
+    return value
+
+
+def _check_embedding(embedding: Any) -> list[float]:
+    if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Sequence) or not embedding or any(
+            isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in embedding):
+        raise InvalidInput("embedding must be a non-empty list of finite numbers")
+    return [float(x) for x in embedding]
+
+
+def memory_id(namespace: str, key: str) -> str:
+    """The deterministic document id of a memory: the same input always lands on the same document,
+    so a replayed import or a retried write finds its earlier self instead of adding a twin."""
+    return hashlib.sha256(f"{namespace}\0{key}".encode("utf-8")).hexdigest()[:32]
+
+
 class MemoryStore:
     """Memories of every namespace under one installed prefix."""
 
@@ -178,14 +229,15 @@ class MemoryStore:
         self.clock = clock
 
     # -- write path ----------------------------------------------------------------------------
-    def _doc(self, item: MemoryInput, now: datetime) -> dict[str, Any]:
-        """Validate one input into an index document (importance filled in later if missing)."""
+    def _doc(self, item: MemoryInput, now: datetime) -> tuple[str, dict[str, Any]]:
+        """Validate one input into (deterministic id, index document); one check per field, each
+        with a typed error. Importance is filled in later if missing."""
+        if not isinstance(item, MemoryInput):
+            raise InvalidInput(f"expected a MemoryInput, got {type(item).__name__}")
         content = _check_content(item.content, self.max_content_bytes)
         check_namespace(item.namespace)
-        if item.kind not in KINDS:
-            raise InvalidInput(f"unknown kind {item.kind!r} (known: {', '.join(KINDS)})")
-        if item.source not in SOURCES:
-            raise InvalidInput(f"unknown source {item.source!r} (known: {', '.join(SOURCES)})")
+        _check_choice("kind", item.kind, KINDS)
+        _check_choice("source", item.source, SOURCES)
         if item.importance is not None and (isinstance(item.importance, bool)
                                             or not isinstance(item.importance, (int, float))
                                             or not 1 <= item.importance <= 10):
@@ -193,32 +245,36 @@ class MemoryStore:
         valid_from = parse_time(item.valid_from) if item.valid_from is not None else now
         if valid_from > now + self.max_future:
             raise InvalidInput(f"valid_from {iso(valid_from)} is in the future (more than {self.max_future} ahead)")
-        entities = [str(e) for e in item.entities]
-        if len(entities) > 64 or any(not e.strip() or len(e) > 256 for e in entities):
-            raise InvalidInput("entities: at most 64 non-empty strings of at most 256 characters")
+        entities = _check_entities(item.entities)
+        if not isinstance(item.evergreen, bool):
+            raise InvalidInput(f"evergreen must be true or false, got {item.evergreen!r}")
         doc: dict[str, Any] = {
             "namespace": item.namespace, "content": content, "kind": item.kind,
             "importance": None if item.importance is None else float(item.importance),
             "importance_rule": None if item.importance is None else "given",
             "valid_from": iso(valid_from), "recorded_at": iso(now), "anchor_at": epoch_ms(valid_from),
             "status": "active", "access_count": 0, "restated_count": 0, "entities": entities,
-            "source": item.source, "evergreen": bool(item.evergreen),
+            "source": item.source, "evergreen": item.evergreen,
         }
         if item.metadata is not None:
-            try:
-                json.dumps(item.metadata)
-            except (TypeError, ValueError):
-                raise InvalidInput("metadata must be JSON-serialisable") from None
-            doc["metadata"] = dict(item.metadata)
+            if not isinstance(item.metadata, Mapping):
+                raise InvalidInput(f"metadata must be an object, got {type(item.metadata).__name__}")
+            doc["metadata"] = _check_json("metadata", dict(item.metadata))
         if item.external_id is not None:
-            doc["external_id"] = str(item.external_id)
+            doc["external_id"] = _check_key("id", item.external_id)
         if item.embedding is not None:
-            doc["embedding"] = [float(x) for x in item.embedding]
+            doc["embedding"] = _check_embedding(item.embedding)
         if item.supersedes is not None:
-            doc["supersedes"] = [str(item.supersedes)]
-        return doc
+            doc["supersedes"] = [_check_key("supersedes", item.supersedes)]
+        if item.idempotency_key is not None:
+            key = "key\0" + _check_key("idempotency_key", item.idempotency_key)
+        elif item.external_id is not None:
+            key = "id\0" + doc["external_id"]
+        else:
+            key = "\0".join(("h", item.kind, content, doc["valid_from"]))
+        return memory_id(item.namespace, key), doc
 
-    def _prepare(self, items: Sequence[MemoryInput]) -> list[dict[str, Any]]:
+    def _prepare(self, items: Sequence[MemoryInput]) -> list[tuple[str, dict[str, Any]]]:
         """Validate everything and score importance before anything is written."""
         now = self.clock()
         docs = []
@@ -226,8 +282,8 @@ class MemoryStore:
             try:
                 docs.append(self._doc(item, now))
             except (InvalidInput, TypeError, ValueError) as e:
-                raise InvalidInput(f"memory #{i + 1}: {e}" if len(items) > 1 else str(e)) from None
-        todo = [d for d in docs if d["importance"] is None]
+                raise (InvalidItem(i, str(e)) if len(items) > 1 else InvalidInput(str(e))) from None
+        todo = [d for _, d in docs if d["importance"] is None]
         if todo:
             for d, (score, rule) in zip(todo, score_batch(self.scorer, [d["content"] for d in todo])):
                 d["importance"], d["importance_rule"] = score, rule
@@ -250,23 +306,30 @@ class MemoryStore:
 
     def remember(self, content: str | bytes, namespace: str = "default", *, dry_run: bool = False,
                  **fields: Any) -> WriteResult:
-        """Write one memory through the merge decision; `dry_run` decides without writing."""
+        """Write one memory through the merge decision; `dry_run` decides without writing. Pass
+        `idempotency_key=` (or `valid_from=`) to make a retry after a failure land on the same memory."""
         return self.remember_many([MemoryInput(content, namespace, **fields)], dry_run=dry_run)[0]
 
     def remember_many(self, items: Sequence[MemoryInput], *, dry_run: bool = False,
                       batch_size: int = 200, progress: Callable[[int], None] | None = None) -> list[WriteResult]:
         """Write memories in order; look-ups are batched with `_msearch`, writes with `_bulk`.
 
+        Everything is validated before the first write. Each memory has a deterministic id, so
+        running the same input again (after a crash, a cut connection, or just twice) converges to
+        the state of one clean run; memories already written come back with `replayed=True`.
         Merge decisions follow input order: when an item could merge with an earlier item of the
         same batch, the batch is cut there so the earlier one is searchable first."""
-        docs = self._prepare(items)
-        for d in docs:
-            if d.get("supersedes"):
-                self._explicit(d)  # an unknown predecessor fails before anything is written
+        pairs = self._prepare(items)
+        explicit = [(i, d) for i, d in pairs if d.get("supersedes")]
+        if explicit:  # an unknown predecessor fails before anything is written (unless already done)
+            found = self._existing(explicit)
+            for doc_id, d in explicit:
+                if doc_id not in found:
+                    self._explicit(d, doc_id)
         results: list[WriteResult] = []
         start = 0
-        while start < len(docs):
-            done = self._write_batch(docs[start:self._batch_end(docs, start, batch_size)], dry_run)
+        while start < len(pairs):
+            done = self._write_batch(pairs[start:self._batch_end(pairs, start, batch_size)], dry_run)
             results.extend(done)
             if progress:
                 progress(len(done))
@@ -275,27 +338,52 @@ class MemoryStore:
             self.engine.request("POST", f"/{self.alias}/_refresh")  # one refresh, not one per batch
         return results
 
-    def _batch_end(self, docs: Sequence[Mapping[str, Any]], start: int, batch_size: int) -> int:
-        if not self.merge.enabled:
-            return min(len(docs), start + batch_size)
+    def _batch_end(self, pairs: Sequence[tuple[str, Mapping[str, Any]]], start: int, batch_size: int) -> int:
+        seen_ids: set[str] = set()
         seen: dict[tuple[str, str], list[str]] = defaultdict(list)
         end = start
-        while end < len(docs) and end - start < batch_size:
-            d = docs[end]
-            key = (d["namespace"], d["kind"])
-            same = (text_jaccard, self.merge.dup_overlap) if d["kind"] in self.merge.never_supersede \
-                else (overlap, self.merge.min_overlap)
-            if end > start and any(same[0](d["content"], prev) >= same[1] for prev in seen[key]):
+        while end < len(pairs) and end - start < batch_size:
+            doc_id, d = pairs[end]
+            if doc_id in seen_ids:  # the same memory twice: the second is a replay of the first
                 break
-            seen[key].append(d["content"])
+            seen_ids.add(doc_id)
+            if self.merge.enabled:
+                key = (d["namespace"], d["kind"])
+                same = (text_jaccard, self.merge.dup_overlap) if d["kind"] in self.merge.never_supersede \
+                    else (overlap, self.merge.min_overlap)
+                if end > start and any(same[0](d["content"], prev) >= same[1] for prev in seen[key]):
+                    break
+                seen[key].append(d["content"])
             end += 1
         return end
 
-    def _write_batch(self, batch: list[dict[str, Any]], dry_run: bool) -> list[WriteResult]:
+    # The write protocol of one batch (README "Guarantees"):
+    #   1. ids already stored are replays: their links are repaired, nothing else is written; ids
+    #      that some memory names in `superseded_by` are writes cut after step 2: they resume;
+    #   2. targets are retired by the `retire` script (atomic on the target: only an ACTIVE memory
+    #      can be retired, and the retire records its successor's id - the durable intent);
+    #   3. a write that lost a target to another writer re-decides against what is active now;
+    #   4. the new memories are created (create-if-absent), `supersedes` = the targets they retired;
+    #      if the engine rejects any, the batch's creates are deleted and its retires undone;
+    #   5. duplicates reinforce their target once per write id (`restate` script), outdated memories
+    #      are linked from their successor and the settle step runs (`link` script: add, never overwrite).
+    def _write_batch(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
         """Decide and write a batch, or the head of it: results for the memories it wrote."""
+        if not self.merge.enabled and not any(d.get("supersedes") for _, d in pairs):
+            return self._write_plain(pairs, dry_run)
+        found = self._existing(pairs)
+        restated = self._restated([i for i, _ in pairs if i not in found])
+        known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
+        if known(pairs[0]):
+            head = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
+            return self._replay(pairs[:head], found, restated, dry_run)
+        batch = pairs[:next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))]
+        resumed: dict[str, list[str]] = defaultdict(list)
+        for winner, loser in self._superseded_by([i for i, _ in batch]):
+            resumed[winner].append(loser)
         if self.merge.enabled:
             lines: list[Any] = []
-            for d in batch:
+            for _, d in batch:
                 lines += [{"routing": d["namespace"]}, self._lookup_body(d)]
             payload = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
             resp = self.engine.request("POST", f"/{self.alias}/_msearch/template", payload)
@@ -303,53 +391,250 @@ class MemoryStore:
             for r in resp["responses"]:
                 if "error" in r:
                     raise EngineError(f"merge lookup failed: {r['error']}")
-                decisions.append(decide_for(r, batch[len(decisions)], self.merge))
+                decisions.append(decide_for(r, batch[len(decisions)][1], self.merge))
         else:
             decisions = [Decision("add") for _ in batch]
-        decisions = [self._explicit(d) if d.get("supersedes") else dec for d, dec in zip(batch, decisions)]
+        decisions = [self._explicit(d, doc_id) if d.get("supersedes") else
+                     Decision("supersede", dec.targets, dec.scores) if dec.action == "duplicate" and resumed.get(doc_id)
+                     else dec for (doc_id, d), dec in zip(batch, decisions)]
         targeted: set[str] = set()
-        for pos, dec in enumerate(decisions):  # two updates of one memory in a bulk: the second would 409
+        for pos, dec in enumerate(decisions):  # one memory retired twice in a batch: decide the second later
             ids_ = {t.id for t in dec.targets}
             if pos and ids_ & targeted:
                 batch, decisions = batch[:pos], decisions[:pos]
                 break
             targeted |= ids_
-        ids = [uuid.uuid4().hex for _ in batch]
         if dry_run:
-            return [self._result(i, d, dry_run=True) for i, d in zip(ids, decisions)]
+            return [self._result(i, d, dry_run=True) for (i, _), d in zip(batch, decisions)]
+        return self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed)
+
+    def _write_plain(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
+        """No merge: create-if-absent under the deterministic id; a rejected batch is deleted again."""
+        if dry_run:
+            return [WriteResult("added", i, dry_run=True) for i, _ in pairs]
         actions: list[Any] = []
-        owners: list[tuple[int, str | None]] = []  # per bulk item: (batch position, target id of an update)
-        for pos, (doc_id, d, dec) in enumerate(zip(ids, batch, decisions)):
-            if dec.action == "supersede":
-                d["supersedes"] = [t.id for t in dec.targets]
+        for doc_id, d in pairs:
+            actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}},
+                        {**d, "written_as": "add"}]
+        _, existed = self._create(pairs, actions)
+        return [WriteResult("added", i, replayed=i in existed) for i, _ in pairs]
+
+    def _create(self, pairs: Sequence[tuple[str, Mapping[str, Any]]], actions: list[Any], *,
+                refresh: str | None = None, retired: Sequence[tuple[str, str, str]] = ()) -> tuple[list[str], set[str]]:
+        """One `_bulk` of creates: (created ids, ids that already existed). If the engine rejects any
+        document, the ones this call created are deleted and the `retired` (namespace, target, winner)
+        are made active again: nothing of the batch remains."""
+        resp = self.engine.bulk(actions, refresh=refresh)
+        created, existed, errors = [], set(), []
+        for (doc_id, _), item in zip(pairs, resp["items"]):
+            outcome = item["create"]
+            if outcome.get("status") in (200, 201):
+                created.append(doc_id)
+            elif outcome.get("status") == 409:
+                existed.add(doc_id)
+            else:
+                errors.append(outcome.get("error"))
+        if errors:
+            routing = {i: d["namespace"] for i, d in pairs}
+            if created:
+                self.engine.bulk([{"delete": {"_index": self.alias, "_id": i, "routing": routing[i]}} for i in created])
+            self._scripted([(ns, target, "unretire", {"winner": winner}) for ns, target, winner in retired])
+            self.engine.request("POST", f"/{self.alias}/_refresh")
+            raise EngineError(f"the engine rejected {len(errors)} of {len(pairs)} memories of a batch "
+                              f"({errors[0]}); none of that batch was kept")
+        return created, existed
+
+    def _existing(self, pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+        """The documents already stored under these ids (a replay, a retry, a resumed import)."""
+        if not pairs:
+            return {}
+        resp = self.engine.request("POST", f"/{self.alias}/_mget", {
+            "docs": [{"_id": i, "routing": d["namespace"]} for i, d in pairs]})
+        return {doc["_id"]: doc["_source"] for doc in resp["docs"] if doc.get("found")}
+
+    def _restated(self, ids: Sequence[str]) -> dict[str, str]:
+        """Ids of earlier writes that were absorbed as duplicates -> the memory they reinforced."""
+        if not ids:
+            return {}
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", {
+            "id": self.names.script("restated"), "params": {"size": len(ids), "ids_json": json.dumps(list(ids))}})
+        wanted, out = set(ids), {}
+        for h in resp["hits"]["hits"]:
+            by = h["_source"].get("restated_by") or []
+            for i in (by if isinstance(by, list) else [by]):
+                if i in wanted:
+                    out[i] = h["_id"]
+        return out
+
+    def _replay(self, pairs: list[tuple[str, dict[str, Any]]], found: Mapping[str, dict[str, Any]],
+                restated: Mapping[str, str], dry_run: bool) -> list[WriteResult]:
+        """Memories written before: the same results again, and their links repaired."""
+        if not dry_run:
+            self._repair([(i, found[i]) for i, _ in pairs if i in found])
+        return [self._replayed(i, found[i], dry_run) if i in found else
+                WriteResult("duplicate", restated[i], duplicate_of=restated[i], replayed=True, dry_run=dry_run)
+                for i, _ in pairs]
+
+    @staticmethod
+    def _replayed(doc_id: str, src: Mapping[str, Any], dry_run: bool) -> WriteResult:
+        action = src.get("written_as", "add")
+        sup = src.get("supersedes") or []
+        if action == "outdated":
+            return WriteResult("outdated", doc_id, outdated_by=src.get("superseded_by"), replayed=True, dry_run=dry_run)
+        if action == "supersede":
+            return WriteResult("superseded", doc_id, tuple(sup if isinstance(sup, list) else [sup]), replayed=True,
+                               dry_run=dry_run)
+        return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
+
+    def _commit(self, work: list[tuple[str, dict[str, Any], Decision]],
+                resumed: Mapping[str, list[str]]) -> list[WriteResult]:
+        """Steps 2-5 of the write protocol for decided memories; `resumed`: targets already retired
+        for a memory by an earlier, interrupted run."""
+        kept: dict[str, list[str]] = {i: list(resumed.get(i, ())) for i, _, _ in work}
+        mems = [(i, d, dec) for i, d, dec in work if dec.action != "duplicate"]
+        dups = [(i, d, dec) for i, d, dec in work if dec.action == "duplicate"]
+        ops = [(d["namespace"], t.id, "retire", {"winner": doc_id, "invalid_at": d["valid_from"]})
+               for doc_id, d, dec in mems if dec.action == "supersede" for t in dec.targets if t.id not in kept[doc_id]]
+        lost: set[str] = set()
+        for (_, target, _, params), ok in zip(ops, self._scripted(ops)):  # 2. retire
+            if ok:
+                kept[params["winner"]].append(target)
+            else:
+                lost.add(params["winner"])
+        results: dict[str, WriteResult] = {}
+        final: dict[str, Decision] = {}
+        for doc_id, d, dec in mems:  # 3. another writer changed a target first: decide again
+            outcome = self._redecide(doc_id, d, kept[doc_id]) if doc_id in lost else dec
+            if isinstance(outcome, WriteResult):
+                results[doc_id] = outcome
+            else:
+                final[doc_id] = outcome
+        actions: list[Any] = []  # 4. create, refreshed so the next look-up sees the batch
+        for doc_id, d, _ in mems:
+            if doc_id not in final:
+                continue
+            dec = final[doc_id]
+            body = {**d, "written_as": "supersede" if kept[doc_id] and dec.action != "outdated" else dec.action,
+                    "supersedes": kept[doc_id] or None}
             if dec.action == "outdated":
-                d.update(status="superseded", superseded_by=dec.targets[0].id,
-                         invalid_at=dec.targets[0].source["valid_from"])
-            if dec.action != "duplicate":
-                actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}}, d]
-                owners.append((pos, None))
-            for t in (dec.targets if dec.action != "outdated" else ()):
-                actions += [{"update": {"_index": self.alias, "_id": t.id, "routing": d["namespace"],
-                                        "if_seq_no": t.seq_no, "if_primary_term": t.primary_term}},
-                            {"doc": self._target_update(dec.action, t, doc_id, d)}]
-                owners.append((pos, t.id))
-        # with merge the next lookup must see this batch now; without, remember_many refreshes once
-        resp = self.engine.bulk(actions, refresh="true" if self.merge.enabled else None) if actions else {"items": []}
-        failed: dict[int, set[str]] = defaultdict(set)
-        for (pos, target), item in zip(owners, resp["items"]):
-            outcome = next(iter(item.values()))
-            if outcome.get("status") == 409 and target is not None:
-                failed[pos].add(target)
+                body.update(status="superseded", superseded_by=dec.targets[0].id,
+                            invalid_at=dec.targets[0].source["valid_from"])
+            actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}}, body]
+        creating = [(i, d) for i, d, _ in mems if i in final]
+        existed: set[str] = set()
+        if actions:
+            retired = [(d["namespace"], t, i) for i, d in creating for t in kept[i]]
+            _, existed = self._create(creating, actions, refresh="true", retired=retired)
+        elif ops:
+            self.engine.request("POST", f"/{self.alias}/_refresh")
+        for doc_id, d in creating:
+            dec = final[doc_id]
+            if doc_id in existed:  # another writer with the same id got there first
+                results[doc_id] = self._replayed(doc_id, self._existing([(doc_id, d)])[doc_id], False)
+            elif dec.action == "outdated":
+                self._link(d["namespace"], dec.targets[0].id, doc_id)
+                results[doc_id] = self._result(doc_id, dec)
+            elif kept[doc_id]:
+                results[doc_id] = WriteResult("superseded", doc_id, tuple(kept[doc_id]), scores=dec.scores,
+                                              replayed=bool(resumed.get(doc_id)))
+            else:
+                results[doc_id] = WriteResult("added", doc_id, scores=dec.scores)
+        restates = [(d["namespace"], dec.targets[0].id, "restate",
+                     {"id": doc_id, "importance": d["importance"], "anchor_at": d["anchor_at"]}) for doc_id, d, dec in dups]
+        for (doc_id, d, dec), ok in zip(dups, self._scripted(restates)):  # 5. duplicates, links, settle
+            if ok:
+                results[doc_id] = self._result(doc_id, dec)
+                continue
+            outcome = self._redecide(doc_id, d, [])  # its target moved on: decide again
+            results[doc_id] = outcome if isinstance(outcome, WriteResult) else \
+                self._commit([(doc_id, d, outcome)], {})[0]
+        if self.merge.enabled:
+            self._settle([(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"])
+        return [results[i] for i, _, _ in work]
+
+    def _scripted(self, ops: Sequence[tuple[str, str, str, dict[str, Any]]]) -> list[bool]:
+        """Run stored update scripts in one `_bulk`; True where the script applied (now or earlier)."""
+        if not ops:
+            return []
+        actions: list[Any] = []
+        for ns, target, script, params in ops:
+            actions += [{"update": {"_index": self.alias, "_id": target, "routing": ns, "retry_on_conflict": 8}},
+                        {"script": {"id": self.names.script(script), "params": params}}]
+        resp = self.engine.bulk(actions)
+        out: list[bool] = []
+        for (ns, target, script, params), item in zip(ops, resp["items"]):
+            outcome = item["update"]
+            if outcome.get("status") == 404:
+                out.append(False)
             elif outcome.get("error"):
                 raise EngineError(f"bulk write failed: {outcome['error']}")
-        results = [self._resolve_conflict(doc_id, d, dec, failed[pos]) if pos in failed else self._result(doc_id, dec)
-                   for pos, (doc_id, d, dec) in enumerate(zip(ids, batch, decisions))]
-        for r, d in zip(results, batch):
-            if r.action == "outdated":
-                self._link(d["namespace"], r.outdated_by, r.id)
-        if self.merge.enabled:
-            self._settle([(r.id, d) for r, d in zip(results, batch) if r.action in ("added", "superseded")])
-        return results
+            elif outcome.get("result") == "noop" and script in ("link", "unretire"):  # nothing left to do
+                out.append(True)
+            elif outcome.get("result") == "noop":  # already done by this write, or the target moved on
+                src = self.engine.request("GET", f"/{self.alias}/_doc/{target}", params={"routing": ns})["_source"]
+                by = src.get("restated_by") or []
+                out.append(src.get("superseded_by") == params["winner"] if script == "retire"
+                           else params["id"] in (by if isinstance(by, list) else [by]))
+            else:
+                out.append(True)
+        return out
+
+    def _redecide(self, doc_id: str, doc: dict[str, Any], kept: list[str],
+                  attempts: int = 8) -> Decision | WriteResult:
+        """Another writer changed a target first: decide again against what is active now. Returns
+        the decision to create the memory with (`kept` grows by the targets retired here) or, when
+        the write turns out to restate an active memory, its `duplicate` result."""
+        ns = doc["namespace"]
+        for _ in range(attempts):
+            self.engine.request("POST", f"/{self.alias}/_refresh")
+            dec = decide(doc["content"], doc["kind"], self._lookup(doc, exclude=doc_id), self.merge, doc["valid_from"])
+            if dec.action == "duplicate" and kept:
+                dec = Decision("supersede", dec.targets, dec.scores)  # it replaced something: keep it
+            if dec.action == "duplicate":
+                target = dec.targets[0]
+                if self._scripted([(ns, target.id, "restate", {"id": doc_id, "importance": doc["importance"],
+                                                                "anchor_at": doc["anchor_at"]})])[0]:
+                    return self._result(doc_id, dec)
+                continue
+            if dec.action in ("add", "outdated"):
+                return dec
+            ops = [(ns, t.id, "retire", {"winner": doc_id, "invalid_at": doc["valid_from"]}) for t in dec.targets]
+            won = [t.id for t, ok in zip(dec.targets, self._scripted(ops)) if ok]
+            kept.extend(won)
+            if len(won) == len(dec.targets):
+                return dec
+        raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
+
+    def _superseded_by(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(winner, loser) for every memory whose `superseded_by` is one of `ids`."""
+        if not ids:
+            return []
+        self.engine.request("POST", f"/{self.alias}/_refresh")
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", {
+            "id": self.names.script("superseded_by"), "params": {"ids_json": json.dumps(list(ids))}})
+        return [(h["_source"]["superseded_by"], h["_id"]) for h in resp["hits"]["hits"]]
+
+    def _repair(self, done: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Make the links of memories written before symmetric again (a cut between a retire and
+        its link leaves `superseded_by` without the matching `supersedes` entry)."""
+        if not done:
+            return
+        need: set[tuple[str, str, str]] = set()  # (namespace, winner, loser)
+        src_of = dict(done)
+        for doc_id, src in done:
+            if src.get("superseded_by"):
+                need.add((src["namespace"], src["superseded_by"], doc_id))
+        for winner, loser in self._superseded_by(list(src_of)):
+            need.add((src_of[winner]["namespace"], winner, loser))
+        missing = []
+        if need:
+            winners = sorted({(ns, w) for ns, w, _ in need})
+            resp = self.engine.request("POST", f"/{self.alias}/_mget", {
+                "docs": [{"_id": w, "routing": ns} for ns, w in winners]})
+            links = {d["_id"]: d["_source"].get("supersedes") or [] for d in resp["docs"] if d.get("found")}
+            missing = [(ns, w, l) for ns, w, l in sorted(need) if w in links
+                       and l not in (links[w] if isinstance(links[w], list) else [links[w]])]
+        self._scripted([(ns, w, "link", {"loser": l}) for ns, w, l in missing])
 
     def _settle(self, written: list[tuple[str, dict[str, Any]]]) -> None:
         """Concurrent writers can each add the same topic before seeing the other's write. Look
@@ -372,60 +657,35 @@ class MemoryStore:
                 winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
                 self._retire(d["namespace"], loser, winner)
 
-    def _retire(self, namespace: str, loser: str, winner: str, attempts: int = 8) -> None:
-        """Mark `loser` superseded by `winner` (compare-and-set) and link it from the winner."""
-        for _ in range(attempts):
-            got = self.engine.request("GET", f"/{self.alias}/_doc/{loser}", params={"routing": namespace})
+    def _retire(self, namespace: str, loser: str, winner: str) -> None:
+        """Mark `loser` superseded by `winner` (atomic: only if still active) and link it from the winner."""
+        try:
             win = self.engine.request("GET", f"/{self.alias}/_doc/{winner}", params={"routing": namespace})
-            if got["_source"]["status"] != "active" or win["_source"]["status"] != "active":
-                return  # another writer settled it already
-            try:
-                self.engine.request("POST", f"/{self.alias}/_update/{loser}", {"doc": {
-                    "status": "superseded", "superseded_by": winner, "invalid_at": win["_source"]["valid_from"]}},
-                    {"routing": namespace, "if_seq_no": got["_seq_no"], "if_primary_term": got["_primary_term"],
-                     "refresh": "true"})
-            except VersionConflict:
-                continue
-            self._link(namespace, winner, loser)
+        except NotFound:
             return
-        raise EngineError(f"gave up settling {loser} -> {winner} after {attempts} concurrent conflicts")
+        if win["_source"]["status"] != "active":
+            return  # another writer settled it already
+        ok = self._scripted([(namespace, loser, "retire", {"winner": winner,
+                                                           "invalid_at": win["_source"]["valid_from"]})])
+        if ok[0]:
+            self._link(namespace, winner, loser)
 
-    def _link(self, namespace: str, winner: str, loser: str, attempts: int = 8) -> None:
-        """Append `loser` to the winner's `supersedes` (compare-and-set, so no link is lost)."""
-        for _ in range(attempts):
-            win = self.engine.request("GET", f"/{self.alias}/_doc/{winner}", params={"routing": namespace})
-            linked = win["_source"].get("supersedes") or []
-            if loser in linked:
-                return
-            try:
-                self.engine.request("POST", f"/{self.alias}/_update/{winner}", {"doc": {"supersedes": [*linked, loser]}},
-                                    {"routing": namespace, "if_seq_no": win["_seq_no"],
-                                     "if_primary_term": win["_primary_term"], "refresh": "true"})
-                return
-            except VersionConflict:
-                continue
-        raise EngineError(f"gave up linking {loser} from {winner} after {attempts} concurrent conflicts")
+    def _link(self, namespace: str, winner: str, loser: str) -> None:
+        """Add `loser` to the winner's `supersedes` (the `link` script: an add, so no link is lost)."""
+        self._scripted([(namespace, winner, "link", {"loser": loser})])
 
-    def _explicit(self, doc: Mapping[str, Any]) -> Decision:
-        """A caller-named predecessor: it must be an active memory of the same namespace."""
+    def _explicit(self, doc: Mapping[str, Any], doc_id: str) -> Decision:
+        """A caller-named predecessor: it must be an active memory of the same namespace (or one
+        this very write retired before it was cut)."""
         target = doc["supersedes"][0]
         try:
             got = self.engine.request("GET", f"/{self.alias}/_doc/{target}", params={"routing": doc["namespace"]})
         except NotFound:
             got = {"found": False}
         if not got.get("found") or got["_source"]["namespace"] != doc["namespace"] \
-                or got["_source"]["status"] != "active":
+                or got["_source"]["status"] != "active" and got["_source"].get("superseded_by") != doc_id:
             raise InvalidInput(f"supersedes={target!r}: no active memory with that id in {doc['namespace']!r}")
         return Decision("supersede", (Candidate(target, 0.0, got["_source"], got["_seq_no"], got["_primary_term"]),))
-
-    @staticmethod
-    def _target_update(action: str, target: Candidate, new_id: str, doc: Mapping[str, Any]) -> dict[str, Any]:
-        if action == "duplicate":
-            src = target.source
-            return {"importance": max(float(src["importance"]), doc["importance"]),
-                    "restated_count": int(src.get("restated_count") or 0) + 1,
-                    "anchor_at": max(int(src.get("anchor_at") or 0), doc["anchor_at"])}
-        return {"status": "superseded", "superseded_by": new_id, "invalid_at": doc["valid_from"]}
 
     @staticmethod
     def _result(doc_id: str, dec: Decision, dry_run: bool = False) -> WriteResult:
@@ -439,46 +699,6 @@ class MemoryStore:
             return WriteResult("outdated", doc_id, outdated_by=dec.targets[0].id, scores=dec.scores,
                                dry_run=dry_run)
         return WriteResult("added", doc_id, scores=dec.scores, dry_run=dry_run)
-
-    def _resolve_conflict(self, doc_id: str, doc: dict[str, Any], dec: Decision,
-                          failed: set[str], attempts: int = 8) -> WriteResult:
-        """Another writer changed a target first: decide again against what is active now (OCC)."""
-        ns = doc["namespace"]
-        indexed = dec.action != "duplicate"  # a supersede already indexed the new memory
-        kept = [t.id for t in dec.targets if t.id not in failed]
-        for _ in range(attempts):
-            self.engine.request("POST", f"/{self.alias}/_refresh")
-            new_dec = decide(doc["content"], doc["kind"], self._lookup(doc, exclude=doc_id), self.merge,
-                             doc["valid_from"])
-            if indexed and new_dec.action == "duplicate":  # it exists now: let it replace the twin
-                new_dec = Decision("supersede", new_dec.targets, new_dec.scores)
-            if new_dec.action == "outdated":
-                if not indexed:
-                    self._index(doc_id, doc)
-                self._retire(ns, doc_id, new_dec.targets[0].id)
-                return self._result(doc_id, new_dec)
-            try:
-                if new_dec.action != "duplicate" and not indexed:
-                    self._index(doc_id, doc)
-                    indexed = True
-                for t in new_dec.targets:
-                    self.engine.request("POST", f"/{self.alias}/_update/{t.id}",
-                                        {"doc": self._target_update(new_dec.action, t, doc_id, doc)},
-                                        {"routing": ns, "if_seq_no": t.seq_no, "if_primary_term": t.primary_term,
-                                         "refresh": "true"})
-            except VersionConflict:
-                continue
-            if indexed:
-                replaced = kept + [t.id for t in new_dec.targets]
-                self._set(doc_id, ns, {"supersedes": replaced or None})
-                if replaced:
-                    return WriteResult("superseded", doc_id, tuple(replaced), scores=new_dec.scores)
-            return self._result(doc_id, new_dec)
-        raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
-
-    def _index(self, doc_id: str, doc: Mapping[str, Any]) -> None:
-        self.engine.request("PUT", f"/{self.alias}/_create/{doc_id}", dict(doc),
-                            {"routing": doc["namespace"], "refresh": "true"})
 
     def _set(self, doc_id: str, namespace: str, changes: Mapping[str, Any]) -> None:
         self.engine.request("POST", f"/{self.alias}/_update/{doc_id}", {"doc": dict(changes)},
@@ -559,7 +779,7 @@ class MemoryStore:
                       if h["_id"] not in chosen][:p.recent_n]
             recent = tuple(sorted(newest, key=lambda m: m.valid_from))
         if touch and items:
-            self.touch(namespace, [r.memory.id for r in items], now_t, p.rho)
+            self._touch_or_warn(namespace, [r.memory.id for r in items], now_t, p.rho)
         engine_ms = float(sum(r.get("took", 0) for r in resp["responses"]))
         return RecallResult(query, namespace, now_t, p, tuple(items), recent,
                             (time.perf_counter() - started) * 1000, engine_ms)
@@ -606,32 +826,31 @@ class MemoryStore:
         if errors:
             raise EngineError(f"reheat write-back failed: {errors[0]}")
 
+    def _touch_or_warn(self, namespace: str, ids: list[str], now: datetime, rho: float) -> None:
+        """The recall is computed already: a failed write-back costs one access count, not the answer."""
+        try:
+            self.touch(namespace, ids, now, rho)
+        except EngineError as e:
+            warnings.warn(f"reheat write-back skipped: {e}", EsmemWarning, stacklevel=3)
+
     # -- history -------------------------------------------------------------------------------
     def history(self, namespace: str, memory_id: str) -> list[Memory]:
-        """The version chain through `memory_id`, oldest first."""
+        """Every version linked to `memory_id` through `supersedes`/`superseded_by` (a memory can
+        replace several, e.g. after concurrent writers settled), oldest first."""
         current = self.get(namespace, memory_id)
-        chain = [current]
-        seen = {current.id}
-        back = current
-        while back.supersedes:
-            prev_id = back.supersedes[0]
-            if prev_id in seen:
-                break
-            try:
-                back = self.get(namespace, prev_id)
-            except NotFound:
-                break
-            chain.insert(0, back)
-            seen.add(back.id)
-        fwd = current
-        while fwd.superseded_by and fwd.superseded_by not in seen:
-            try:
-                fwd = self.get(namespace, fwd.superseded_by)
-            except NotFound:
-                break
-            chain.append(fwd)
-            seen.add(fwd.id)
-        return chain
+        found = {current.id: current}
+        todo = [current]
+        while todo:
+            m = todo.pop()
+            for other in (*m.supersedes, *((m.superseded_by,) if m.superseded_by else ())):
+                if other in found:
+                    continue
+                try:
+                    found[other] = self.get(namespace, other)
+                except NotFound:
+                    continue
+                todo.append(found[other])
+        return sorted(found.values(), key=lambda m: (m.valid_from, m.recorded_at or m.valid_from, m.id))
 
     def restore(self, namespace: str, memory_id: str, *, retire_successor: bool = True) -> Memory:
         """Undo a merge: reactivate a superseded memory; its successor is retired (or kept active
@@ -661,11 +880,17 @@ class MemoryStore:
 MEMORY_FIELDS = {f for f in MemoryInput.__dataclass_fields__} | {"type", "id"}
 
 
-def read_jsonl(path: str, default_namespace: str = "default") -> list[MemoryInput]:
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def read_jsonl(path: str, default_namespace: str = "default") -> tuple[list[MemoryInput], list[int]]:
     """Memories from a JSONL file (one object per line: content, namespace, kind, importance,
-    valid_from, entities, evergreen, source, metadata, id -> external_id). Every line is checked
-    before anything is written; an error names the line."""
+    valid_from, entities, evergreen, source, metadata, id -> external_id) and the line number of
+    each. Every line is checked before anything is written; an error names the line. A line's
+    `id` (or, without one, the line itself) is its identity: importing a file again is a replay."""
     items: list[MemoryInput] = []
+    lines: list[int] = []
     try:
         with open(path, "rb") as fh:
             raw_lines = fh.read().split(b"\n")
@@ -676,11 +901,13 @@ def read_jsonl(path: str, default_namespace: str = "default") -> list[MemoryInpu
             continue
         where = f"{path}:{n}"
         try:
-            obj = json.loads(raw.decode("utf-8"))
+            obj = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
         except UnicodeDecodeError:
             raise InvalidInput(f"{where}: invalid UTF-8") from None
         except json.JSONDecodeError as e:
             raise InvalidInput(f"{where}: invalid JSON ({e.msg})") from None
+        except ValueError as e:
+            raise InvalidInput(f"{where}: invalid JSON ({e})") from None
         if not isinstance(obj, dict) or obj.get("type", "memory") != "memory":
             raise InvalidInput(f"{where}: expected a memory object")
         unknown = sorted(set(obj) - MEMORY_FIELDS)
@@ -689,11 +916,13 @@ def read_jsonl(path: str, default_namespace: str = "default") -> list[MemoryInpu
         fields = {k: v for k, v in obj.items() if k not in ("type", "id")}
         fields.setdefault("namespace", default_namespace)
         if "id" in obj:
-            fields.setdefault("external_id", str(obj["id"]))
-        if "entities" in fields:
-            fields["entities"] = tuple(fields["entities"])
+            fields.setdefault("external_id", obj["id"])
+        elif "idempotency_key" not in fields:  # no id: the line itself is the identity (a re-import is a replay)
+            fields["idempotency_key"] = "line:" + hashlib.sha256(
+                json.dumps(obj, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
         items.append(MemoryInput(**fields))
-    return items
+        lines.append(n)
+    return items, lines
 
 
 def decide_for(resp: Mapping[str, Any], doc: Mapping[str, Any], policy: MergePolicy) -> Decision:

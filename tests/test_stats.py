@@ -37,7 +37,9 @@ def populated(engine, installed) -> dict[str, str]:
     monday = store.remember("The team deploys the order service to Kubernetes on Mondays", "a")
     assert monday.action == "superseded" and monday.superseded == (ids["friday"],)
     ids["monday"] = monday.id
-    assert store.remember("The team deploys the order service to Kubernetes on Mondays", "a").action == "duplicate"
+    # the same words said again later (same text at the same instant would be a retry, not a restatement)
+    assert store.remember("The team deploys the order service to Kubernetes on Mondays", "a",
+                          valid_from=NOW - timedelta(hours=1)).action == "duplicate"
     for _ in range(3):
         assert store.recall("Redis", "a", 1, now=NOW).items[0].memory.id == ids["redis"]
     assert store.recall("Kafka", "a", 1, now=NOW).items[0].memory.id == ids["kafka"]

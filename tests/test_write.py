@@ -240,8 +240,9 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
     store = MemoryStore(engine, installed)
     assert store.count("imp2", status=None) == 0
     assert store.count("imp") == 24
-    again = runner.invoke(cli, [*base, "import", str(good)])  # a re-import adds nothing active
-    assert again.stdout.strip() == "29 memories: 0 added, 0 merged, 24 duplicate, 5 outdated"
+    again = runner.invoke(cli, [*base, "import", str(good)])  # a re-import is a replay: nothing new at all
+    assert again.stdout.strip() == "29 memories: 0 added, 0 merged, 0 duplicate, 0 outdated, 29 already imported"
+    assert store.count("imp", status=None) == 29
     assert store.count("imp") == 24
     newest = {h.memory.external_id for h in store.recall("429 怎么重试", "imp", 1, touch=False).items}
     assert newest == {"r09"}

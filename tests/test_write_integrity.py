@@ -1,0 +1,510 @@
+"""Write-path integrity on the real engine (issue 11): a re-import, a retry after a cut connection
+and a re-run after a crash all end in the state of one clean run; batches are all-or-nothing;
+version chains stay symmetric under 8 concurrent writers; bad input is refused with a typed error
+and writes nothing. Faults come from tests/relay.py (a TCP relay in front of the real engine)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from click.testing import CliRunner
+
+from esmem import embedded
+from esmem.cli import cli
+from esmem.engine import Engine
+from esmem.errors import ConfigError, EngineError, EsmemError, EsmemWarning, InvalidInput, InvalidItem
+from esmem.install import install
+from esmem.merge import MergePolicy
+from esmem.ranking import RecallParams, params_from_strings, parse_time
+from esmem.store import MemoryInput, MemoryStore, memory_id
+
+from relay import Relay  # tests/relay.py (tests/ is on sys.path under pytest)
+
+NOW = parse_time("2026-10-08T12:00:00Z")
+RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"
+
+# add, supersede, supersede, duplicate (restated_count), outdated (late old statement), add
+LINES = [
+    {"id": "v1", "kind": "rule", "valid_from": "2026-01-01T09:00:00Z",
+     "content": "on HTTP 429 rate limit responses from the payments api wait one second and retry at most three times"},
+    {"id": "v2", "kind": "rule", "valid_from": "2026-02-01T09:00:00Z",
+     "content": "on HTTP 429 rate limit responses from the payments api back off exponentially and retry at most five times"},
+    {"id": "v3", "kind": "rule", "valid_from": "2026-03-01T09:00:00Z",
+     "content": "on HTTP 429 rate limit responses from the payments api back off exponentially with random jitter "
+                "and retry at most five times"},
+    {"id": "v3-again", "kind": "rule", "valid_from": "2026-04-01T09:00:00Z",
+     "content": "On HTTP 429 rate-limit responses from the payments API back off exponentially with random jitter "
+                "and retry at most five times"},
+    {"id": "v0", "kind": "rule", "valid_from": "2025-12-01T09:00:00Z",
+     "content": "on HTTP 429 rate limit responses from the payments api retry immediately at most three times"},
+    {"id": "other", "kind": "fact", "valid_from": "2026-02-15T09:00:00Z",
+     "content": "the staging database is backed up nightly to the office NAS"},
+]
+
+
+def _inputs(ns: str, lines: list[dict] = LINES) -> list[MemoryInput]:
+    return [MemoryInput(o["content"], ns, kind=o["kind"], valid_from=o["valid_from"], external_id=o["id"],
+                        importance=5) for o in lines]
+
+
+def dump(engine: Engine, alias: str, ns: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """Every document of a namespace, normalised: ids (or line labels), status, links, counters and
+    fields; `recorded_at` (the wall-clock time of the write) is the one field left out."""
+    engine.request("POST", f"/{alias}/_refresh")
+    hits = engine.request("POST", f"/{alias}/_search", {"size": 10000, "query": {"term": {"namespace": ns}}},
+                          {"routing": ns})["hits"]["hits"]
+    ext = {h["_id"]: h["_source"]["external_id"] for h in hits if labels is not None and h["_source"].get("external_id")}
+    name = lambda i: (labels or {}).get(i) or ext.get(i, i)  # noqa: E731
+    out = {}
+    for h in hits:
+        src = {k: v for k, v in h["_source"].items() if k not in ("recorded_at", "namespace")}
+        for key in ("supersedes", "restated_by"):
+            if src.get(key) is not None:
+                src[key] = sorted(name(i) for i in (src[key] if isinstance(src[key], list) else [src[key]]))
+        if src.get("superseded_by"):
+            src["superseded_by"] = name(src["superseded_by"])
+        out[name(h["_id"])] = src
+    return dict(sorted(out.items()))
+
+
+def labels_for(ns: str, lines: list[dict] = LINES) -> dict[str, str]:
+    return {memory_id(ns, "id\0" + o["id"]): o["id"] for o in lines}
+
+
+def _source(store: MemoryStore, ns: str, doc_id: str) -> dict[str, Any]:
+    return store.engine.request("GET", f"/{store.alias}/_doc/{doc_id}", params={"routing": ns})["_source"]
+
+
+@pytest.fixture
+def background(engine, installed) -> str:
+    """BM25's IDF comes from the whole index: give it the rule store, as a real deployment has."""
+    lines = [json.loads(x) for x in RULES.read_text(encoding="utf-8").splitlines()]
+    MemoryStore(engine, installed, merge=MergePolicy(enabled=False)).remember_many(
+        [MemoryInput(o["content"], "bg", kind=o["kind"], valid_from=o["valid_from"], external_id=o["id"])
+         for o in lines if o["type"] == "memory"])
+    return installed
+
+
+@pytest.fixture
+def relay(engine_url: str):
+    u = urlparse(engine_url)
+    r = Relay((u.hostname, u.port))
+    yield r
+    r.close()
+
+
+def _expected_clean(d: dict[str, Any]) -> None:
+    """What one clean run of LINES must leave (independently of any second run)."""
+    assert {k: v["status"] for k, v in d.items()} == {"v0": "superseded", "v1": "superseded", "v2": "superseded",
+                                                      "v3": "active", "other": "active"}
+    assert d["v3"]["supersedes"] == ["v0", "v2"] and d["v2"]["supersedes"] == ["v1"]
+    assert d["v1"]["superseded_by"] == "v2" and d["v2"]["superseded_by"] == "v3" and d["v0"]["superseded_by"] == "v3"
+    assert d["v3"]["restated_count"] == 1 and d["v3"]["restated_by"] == ["v3-again"]
+    assert all(v["restated_count"] == 0 for k, v in d.items() if k != "v3")
+
+
+# -- 1. idempotent identity -----------------------------------------------------------------------
+def test_double_import_equals_one_clean_import(engine, background, tmp_path: Path) -> None:
+    """Issue case 1: v1, v2 updating v1, v3 updating v2, imported twice, used to leave v1 active."""
+    path = tmp_path / "v.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in LINES[:3]), encoding="utf-8")
+    runner = CliRunner()
+    base = ["--url", engine.url, "--prefix", background, "import", str(path)]
+    once = runner.invoke(cli, [*base, "-n", "once"])
+    assert once.exit_code == 0 and once.stdout.strip() == "3 memories: 1 added, 2 merged, 0 duplicate, 0 outdated"
+    first = runner.invoke(cli, [*base, "-n", "twice"])
+    second = runner.invoke(cli, [*base, "-n", "twice"])
+    assert first.stdout == once.stdout
+    assert second.exit_code == 0 and second.stdout.strip() == \
+        "3 memories: 0 added, 0 merged, 0 duplicate, 0 outdated, 3 already imported"
+    store = MemoryStore(engine, background)
+    alias = store.alias
+    clean = dump(engine, alias, "once", labels_for("once"))
+    assert dump(engine, alias, "twice", labels_for("twice")) == clean
+    assert {k: v["status"] for k, v in clean.items()} == {"v1": "superseded", "v2": "superseded", "v3": "active"}
+    top = store.recall("how to retry on 429", "twice", 3, touch=False)
+    assert [r.memory.external_id for r in top.items] == ["v3"]
+
+
+def test_library_replay_converges_and_reports_replayed(engine, background) -> None:
+    store = MemoryStore(engine, background, clock=lambda: NOW)
+    first = store.remember_many(_inputs("lib"))
+    assert [r.action for r in first] == ["added", "superseded", "superseded", "duplicate", "outdated", "added"]
+    clean = dump(engine, store.alias, "lib", labels_for("lib"))
+    _expected_clean(clean)
+    again = store.remember_many(_inputs("lib"))
+    assert [(r.action, r.id, r.replayed) for r in again] == [(r.action, r.id, True) for r in first]
+    assert dump(engine, store.alias, "lib", labels_for("lib")) == clean
+
+
+def test_idempotency_key_makes_a_retry_land_on_the_same_memory(clocked_store: MemoryStore) -> None:
+    a = clocked_store.remember("the deploy window is Tuesday 10:00", "key", idempotency_key="req-1")
+    b = clocked_store.remember("the deploy window is Tuesday 10:00", "key", idempotency_key="req-1")
+    assert b.id == a.id and b.replayed and not a.replayed
+    assert clocked_store.count("key", status=None) == 1
+    assert _source(clocked_store, "key", a.id)["restated_count"] == 0
+
+
+def test_cli_remember_retry_with_the_same_key_is_a_replay(engine, installed) -> None:
+    base = ["--url", engine.url, "--prefix", installed, "remember", "the office wifi is guest-5g", "-n", "k",
+            "--idempotency-key", "msg-7", "--json"]
+    first, again = (json.loads(CliRunner().invoke(cli, base).stdout) for _ in range(2))
+    assert again["id"] == first["id"] and again["replayed"] and not first["replayed"]
+    assert MemoryStore(engine, installed).count("k", status=None) == 1
+
+
+@pytest.fixture
+def clocked_store(engine, installed) -> MemoryStore:
+    return MemoryStore(engine, installed, clock=lambda: NOW)
+
+
+# -- 2./5. cut connections: every write-path request in turn -----------------------------------
+def test_cut_at_every_request_then_retry_converges(engine, background, relay: Relay) -> None:
+    """Cut the connection at each request of an import in turn (after the engine applied it, and
+    before it reached the engine); the retry must end in exactly the clean run's state."""
+    direct = MemoryStore(engine, background, clock=lambda: NOW)
+    # 74 namespaces of the same lines share one index and drive the IDF of their words towards 0:
+    # decide on token overlap alone (min_bm25=0) so every namespace sees the same decisions
+    merge = MergePolicy(min_bm25=0.0)
+    via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW, merge=merge)
+    n0 = len(relay.seen)
+    clean_results = via.remember_many(_inputs("clean"))
+    requests = relay.seen[n0:]
+    assert any("_bulk" in s.path for s in requests) and any("_msearch" in s.path for s in requests)
+    clean = dump(engine, direct.alias, "clean", labels_for("clean"))
+    _expected_clean(clean)
+    failures = []
+    for cut in ("after", "before"):
+        for i in range(1, len(requests) + 1):
+            ns = f"cut-{cut}-{i}"
+            relay.arm("", i, cut=cut)
+            with pytest.raises(EsmemError):
+                via.remember_many(_inputs(ns))
+            assert relay.fired
+            relay.heal()
+            retry = MemoryStore(Engine(relay.url), background, clock=lambda: NOW, merge=merge).remember_many(_inputs(ns))
+            assert [r.action for r in retry] == [r.action for r in clean_results]
+            if dump(engine, direct.alias, ns, labels_for(ns)) != clean:
+                failures.append(f"{cut} {requests[i - 1].method} {requests[i - 1].path} (#{i})")
+    assert not failures, failures
+
+
+def test_write_reported_failed_is_retried_safely(engine, background, relay: Relay) -> None:
+    """Issue case 3: a cut during the settle step's _msearch used to leave the write applied, and
+    the retry reported `duplicate` and bumped restated_count."""
+    direct = MemoryStore(engine, background, clock=lambda: NOW)
+    old = direct.remember(LINES[1]["content"], "c3", kind="rule", valid_from=LINES[1]["valid_from"])
+    via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW)
+    relay.arm("_msearch", 2, cut="after")  # 1st: the merge lookup, 2nd: settle
+    with pytest.raises(EsmemError):  # the same call retried: kind + content + valid_from are its identity
+        via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"])
+    relay.heal()
+    res = via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"])
+    assert res.action == "superseded" and res.superseded == (old.id,)
+    new = direct.get("c3", res.id)
+    assert new.status == "active" and direct.get("c3", old.id).superseded_by == res.id
+    assert _source(direct, "c3", old.id)["restated_count"] == 0 and _source(direct, "c3", res.id)["restated_count"] == 0
+    assert direct.count("c3", status=None) == 2
+
+
+# -- 3. chains under contention ------------------------------------------------------------------
+def test_contention_keeps_every_chain_symmetric_and_reachable(engine, installed) -> None:
+    """Issue case 4: 8 writers x 100 writes on 20 topics."""
+    topics = [f"topic{t} service{t} owner{t} region{t} cluster{t} config value" for t in range(20)]
+    rng = random.Random(4)
+    work = [[(rng.randrange(20), w * 1000 + i) for i in range(100)] for w in range(8)]
+    results: list[Any] = []
+    errors: list[Exception] = []
+
+    def writer(jobs: list[tuple[int, int]]) -> None:
+        store = MemoryStore(engine, installed)  # one store per writer: no shared lock, only the engine
+        try:
+            for t, v in jobs:
+                results.append((t, store.remember(f"{topics[t]} {v}", "race", kind="fact", importance=5)))
+        except Exception as e:  # noqa: BLE001 - surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(jobs,)) for jobs in work]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors[:1]
+    assert len(results) == 800
+    store = MemoryStore(engine, installed)
+    docs = {k: v for k, v in dump(engine, store.alias, "race").items()}
+    assert all(v["status"] in ("active", "superseded") for v in docs.values())  # nothing left pending
+    asymmetric = [(i, d["superseded_by"]) for i, d in docs.items()
+                  if d.get("superseded_by") and i not in (docs[d["superseded_by"]].get("supersedes") or [])]
+    asymmetric += [(i, s) for i, d in docs.items() for s in d.get("supersedes") or []
+                   if docs[s].get("superseded_by") != i]
+    assert asymmetric == []
+    active = {int(d["content"].split()[0][5:]): i for i, d in docs.items() if d["status"] == "active"}
+    assert len(active) == 20 and sum(d["status"] == "active" for d in docs.values()) == 20
+    reachable = set()
+    for t, i in active.items():
+        chain = store.history("race", i)
+        assert all(m.content.startswith(f"topic{t} ") for m in chain)
+        reachable |= {m.id for m in chain}
+    assert reachable == set(docs)  # 100% of the stored versions
+    assert len(docs) == sum(r.action != "duplicate" for _, r in results)
+
+
+# -- 2. all-or-nothing batches -------------------------------------------------------------------
+@pytest.mark.parametrize("bad", [{"metadata": {"x": math.inf}}, {"metadata": {"x": [1, {"y": math.nan}]}},
+                                 {"embedding": [0.1, math.inf]}, {"metadata": {"x": object()}}])
+def test_batch_with_one_unserialisable_item_writes_nothing(clocked_store: MemoryStore, bad: dict) -> None:
+    """Issue case 5 (library): 50 good memories and one bad one used to write the 50."""
+    items = [MemoryInput(f"good memory number {i} about topic {i}", "aon") for i in range(50)]
+    with pytest.raises(InvalidItem) as e:
+        clocked_store.remember_many([*items, MemoryInput("the bad one", "aon", **bad)])
+    assert e.value.position == 50
+    assert clocked_store.count("aon", status=None) == 0
+
+
+@pytest.mark.parametrize("merge", [True, False])
+@pytest.mark.parametrize("bad", ['"metadata": {"x": NaN}', '"embedding": [Infinity]'])
+def test_cli_import_with_a_bad_line_writes_nothing_and_names_the_line(engine, installed, tmp_path: Path,
+                                                                     merge: bool, bad: str) -> None:
+    lines = [json.dumps({"id": f"l{i}", "content": f"memory line {i} about subject {i}"}) for i in range(1, 121)]
+    lines[100] = lines[100][:-1] + ", " + bad + "}"
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path), "-n", "aon",
+                                   *([] if merge else ["--no-merge"])])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:101:" in res.output, res.output
+    assert MemoryStore(engine, installed).count("aon", status=None) == 0
+
+
+@pytest.mark.parametrize("merge", [True, False])
+def test_engine_rejecting_one_document_leaves_no_partial_batch(engine, installed, relay: Relay, merge: bool) -> None:
+    """Validation cannot foresee everything: make the real engine reject one document of the bulk
+    (the relay rewrites its importance into a string) and check that nothing of the batch stays."""
+    via = MemoryStore(Engine(relay.url), installed, clock=lambda: NOW, merge=MergePolicy(enabled=merge))
+    words = ["apple", "bridge", "candle", "dolphin", "empire", "falcon", "guitar", "harbor", "igloo", "jungle"]
+    items = [MemoryInput(f"{w} {w}s {w}-{i}", "rej", importance=5, external_id=f"r{i}") for i, w in enumerate(words)]
+    items[6] = MemoryInput("the one the engine refuses", "rej", importance=7.25, external_id="r6")
+    relay.arm("_bulk", 1, rewrite=(b'"importance": 7.25', b'"importance": "seven"'))
+    with pytest.raises(EngineError, match="none of that batch was kept"):
+        via.remember_many(items)
+    assert relay.fired
+    store = MemoryStore(engine, installed)
+    assert store.count("rej", status=None) == 0
+    relay.heal()
+    assert [r.action for r in via.remember_many(items)] == ["added"] * 10
+    assert store.count("rej") == 10
+
+
+# -- 4. strict types -----------------------------------------------------------------------------
+BAD_FIELDS = [
+    ({"valid_from": "0001-01-01T00:00:00+05:00"}, "outside"),
+    ({"valid_from": "9999-12-31T23:59:59-05:00"}, "outside"),
+    ({"valid_from": 1e300}, "outside"),
+    ({"valid_from": -1e20}, "outside"),
+    ({"valid_from": math.nan}, "outside"),
+    ({"entities": 5}, "entities"),
+    ({"entities": "abc"}, "entities"),
+    ({"entities": [None]}, "entities"),
+    ({"entities": ["ok", " "]}, "entities"),
+    ({"evergreen": "no"}, "evergreen"),
+    ({"evergreen": 1}, "evergreen"),
+    ({"namespace": "good\n"}, "namespace"),
+    ({"importance": "high"}, "importance"),
+    ({"importance": math.nan}, "importance"),
+    ({"kind": ["fact"]}, "kind"),
+    ({"metadata": [1, 2]}, "metadata"),
+    ({"metadata": {"x": math.nan}}, "metadata"),
+    ({"embedding": [math.inf]}, "embedding"),
+    ({"embedding": [True]}, "embedding"),
+    ({"external_id": ""}, "id"),
+    ({"external_id": "x" * 600}, "id"),
+    ({"idempotency_key": ""}, "idempotency_key"),
+]
+
+
+@pytest.mark.parametrize("change, message", BAD_FIELDS)
+def test_bad_field_is_refused_with_a_typed_error_and_nothing_written(clocked_store: MemoryStore, change: dict,
+                                                                     message: str) -> None:
+    kept = clocked_store.remember("the one memory that must survive", "strict", kind="fact")
+    fields = {"content": "ok content", "namespace": "strict", **change}
+    with pytest.raises(InvalidInput, match=message):
+        clocked_store.remember(fields.pop("content"), fields.pop("namespace"), **fields)
+    with pytest.raises(InvalidItem, match=message):
+        clocked_store.remember_many([MemoryInput("first good one", "strict"),
+                                     MemoryInput(**{"content": "ok content", "namespace": "strict", **change})])
+    assert clocked_store.count("strict", status=None) == 1
+    assert clocked_store.get("strict", kept.id).content == "the one memory that must survive"
+
+
+@pytest.mark.parametrize("pairs", [{"must_not_miss_boost": "1e308"}, {"c": "inf"}, {"w": "nan"}, {"k": "inf"},
+                                   {"half_life": "0.0001s"}, {"entity_boost": "1e308"}, {"alpha": "inf"},
+                                   {"hl.intent": "1000000d"}])
+def test_recall_params_must_be_finite_and_in_range(pairs: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        params_from_strings(RecallParams(), pairs)
+
+
+@pytest.mark.parametrize("change", [{"mmr": "no"}, {"must_not_miss": 0}, {"window": True}, {"c": "0.1"}])
+def test_recall_params_are_strictly_typed(change: dict) -> None:
+    with pytest.raises(ConfigError):
+        RecallParams(**change)
+
+
+@pytest.mark.parametrize("when", ["0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00"])
+def test_recall_times_out_of_range_are_typed_errors(clocked_store: MemoryStore, when: str) -> None:
+    with pytest.raises(InvalidInput, match="outside"):
+        clocked_store.recall("anything", "strict", now=when)
+    with pytest.raises(InvalidInput, match="outside"):
+        clocked_store.recall("anything", "strict", as_of=when)
+
+
+CLI_BAD = [
+    (["remember", "x", "-n", "c", "--valid-from", "0001-01-01T00:00:00+05:00"], "outside"),
+    (["remember", "x", "-n", "c", "--valid-from", "9999-12-31T23:59:59-05:00"], "outside"),
+    (["remember", "x", "-n", "c", "--importance", "high"], "importance"),
+    (["recall", "x", "-n", "c", "--now", "9999-12-31T23:59:59-05:00"], "outside"),
+    (["recall", "x", "-n", "c", "--as-of", "0001-01-01T00:00:00+05:00"], "outside"),
+    (["recall", "x", "-n", "c", "--set", "must_not_miss_boost=1e308"], "must_not_miss_boost"),
+    (["recall", "x", "-n", "c", "--set", "half_life=0.0001s"], "half-life"),
+]
+
+
+@pytest.mark.parametrize("args, message", CLI_BAD)
+def test_cli_bad_input_is_one_line_exit_2(engine, installed, args: list[str], message: str) -> None:
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, *args])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and message in res.output, res.output
+    assert res.output.startswith("error: ")
+    assert MemoryStore(engine, installed).count("c", status=None) == 0
+
+
+@pytest.mark.parametrize("line, message", [
+    ('"valid_from": 1e300', "outside"), ('"entities": 5', "entities"), ('"entities": "abc"', "entities"),
+    ('"evergreen": "no"', "evergreen"), ('"namespace": "good\\n"', "namespace"), ('"importance": "high"', "importance"),
+])
+def test_cli_import_type_errors_name_the_file_line(engine, installed, tmp_path: Path, line: str, message: str) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"content": "fine line one", "namespace": "c"}\n\n'
+                    f'{{"content": "the bad line", "namespace": "c", {line}}}\n', encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path)])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:3: " in res.output, res.output
+    assert message in res.output
+    assert MemoryStore(engine, installed).count("c", status=None) == 0
+
+
+# -- 7. smaller ----------------------------------------------------------------------------------
+def test_failed_reheat_write_back_is_a_warning(engine, installed, relay: Relay) -> None:
+    store = MemoryStore(engine, installed, clock=lambda: NOW)
+    m = store.remember("the team standup is at 9:30 every weekday", "heat", kind="fact")
+    via = MemoryStore(Engine(relay.url), installed, clock=lambda: NOW)
+    relay.arm("_bulk", 1, cut="before")
+    with pytest.warns(EsmemWarning, match="reheat write-back skipped"):
+        res = via.recall("when is the standup", "heat", 3, now=NOW)
+    assert relay.fired and [r.memory.id for r in res.items] == [m.id]
+    assert store.get("heat", m.id).access_count == 0
+
+
+def test_interrupted_import_says_how_far_it_got(engine, installed, relay: Relay, tmp_path: Path) -> None:
+    path = tmp_path / "many.jsonl"
+    path.write_text("".join(json.dumps({"id": f"n{i}", "content": f"note {i} on subject{i} and thing{i}"}) + "\n"
+                            for i in range(450)), encoding="utf-8")
+    relay.arm("_bulk", 3, cut="after")  # --no-merge: one bulk per 200 lines; the third is cut
+    args = ["--url", relay.url, "--prefix", installed, "import", str(path), "-n", "far", "--no-merge"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and res.output.count("\n") == 1, res.output
+    assert "400 of 450 lines are durably imported (up to line 400)" in res.output and "re-run" in res.output
+    relay.heal()
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert again.stdout.strip().endswith("already imported")
+    assert MemoryStore(engine, installed).count("far", status=None) == 450
+
+
+def test_engine_down_only_signals_its_own_engine(tmp_path: Path) -> None:
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "engine.json").write_text(json.dumps({"pid": stranger.pid, "url": "http://127.0.0.1:9"}))
+        assert embedded.down(tmp_path) is False
+        time.sleep(0.2)
+        assert stranger.poll() is None  # still running: not ours to stop
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+# -- 2./5. kill -9 of the engine mid-import --------------------------------------------------------
+def _corpus(n_topics: int = 120, versions: int = 6) -> list[dict]:
+    """Lines on distinct topics, each restated a few times (updates, exact duplicates, late old ones),
+    with every decision far from the merge thresholds so BM25 statistics cannot flip one."""
+    rng = random.Random(9)
+    lines = []
+    for t in range(n_topics):
+        words = f"alpha{t} bravo{t} charlie{t} delta{t} echo{t} foxtrot{t} golf{t} hotel{t}"
+        for v in range(versions):
+            day = 1 + v * 3 + (-2 if v == 4 else 0)  # version 4 arrives late: older than version 3
+            text = f"{words} setting{v} india{t}{v}" if v != 2 else f"{words} setting1 india{t}1"  # v2 restates v1
+            lines.append({"id": f"t{t}v{v}", "kind": "fact", "importance": 5,
+                          "valid_from": f"2026-0{1 + v % 6}-{day:02d}T09:00:00Z", "content": text})
+    rng.shuffle(lines)
+    return lines
+
+
+@pytest.mark.slow
+def test_kill_engine_mid_import_then_rerun_converges(tmp_path: Path) -> None:
+    home = tmp_path / "engine-home"
+    running = embedded.up(home=home, heap=os.environ.get("ESMEM_ENGINE_HEAP", "512m"))
+    try:
+        for p in [home, home / "engine.json", home / "engine.log", *list((home / "node").rglob("*"))[:200]]:
+            assert p.stat().st_mode & 0o077 == 0, p  # private: 0600 files, 0700 directories
+        eng = Engine(running.url)
+        install(eng, "clean")
+        lines = _corpus()
+        path = tmp_path / "corpus.jsonl"
+        path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+        esmem_cmd = str(Path(sys.executable).parent / "esmem")
+
+        def run_import(url: str, prefix: str) -> subprocess.Popen:
+            return subprocess.Popen([esmem_cmd, "--url", url, "--prefix", prefix, "import", str(path), "-n", "kill"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+        clean = run_import(running.url, "clean")
+        out, err = clean.communicate()
+        assert clean.returncode == 0, err
+        clean_dump = dump(eng, "clean-memories", "kill")
+        statuses = [d["status"] for d in clean_dump.values()]
+        print(f"clean run said {out.strip()!r}: {len(statuses)} documents, {statuses.count('active')} active, "
+              f"{statuses.count('superseded')} superseded")
+        for cut_at in (150, 420):  # documents written when the engine is killed
+            prefix = f"crash{cut_at}"
+            install(eng, prefix)
+            imp = run_import(running.url, prefix)
+            while eng.request("POST", f"/{prefix}-memories/_count")["count"] < cut_at:
+                assert imp.poll() is None, imp.communicate()
+                time.sleep(0.05)
+            os.kill(running.pid, signal.SIGKILL)
+            _, err = imp.communicate(timeout=120)
+            assert imp.returncode == 2 and "re-run the same command to resume" in err, err
+            print(f"kill at {cut_at} docs: import said {err.strip().split(' -- ')[-1]!r}")
+            eng.close()
+            running = embedded.up(home=home, heap=os.environ.get("ESMEM_ENGINE_HEAP", "512m"))
+            eng = Engine(running.url)
+            rerun = run_import(running.url, prefix)
+            out, err = rerun.communicate()
+            assert rerun.returncode == 0, err
+            print(f"kill at {cut_at} docs: re-run said {out.strip()!r}")
+            crashed = dump(eng, f"{prefix}-memories", "kill")
+            assert crashed == clean_dump, f"kill at {cut_at}: differs from the clean run"
+        statuses = [d["status"] for d in clean_dump.values()]
+        assert statuses.count("active") == 120 and "pending" not in statuses
+    finally:
+        embedded.down(home)
