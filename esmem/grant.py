@@ -30,6 +30,8 @@ USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 # at cluster level by the security plugin, the rest on the memories index/alias.
 CLUSTER_ACTIONS = [
     "cluster:monitor/main",  # GET /: engine detection
+    "cluster:admin/script/get", "indices:data/read/search/template/render",  # the installed ranking policy,
+    # read back from the stored recall template (MemoryStore.installed_params)
     "indices:data/read/search/template", "indices:data/read/msearch/template", "indices:data/read/msearch",
     "indices:data/read/mget", "indices:data/write/bulk", "indices:data/read/scroll/clear",
 ]

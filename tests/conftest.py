@@ -203,7 +203,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # Parametrised here, not at import, because engines are discovered in pytest_configure.
     if "engine_url" in metafunc.fixturenames:
-        metafunc.parametrize("engine_url", sorted(_ENGINES.found) or ["none"], indirect=True, scope="session")
+        names = sorted(_ENGINES.found)
+        if metafunc.definition.get_closest_marker("plain_http"):
+            # these talk plain HTTP to the engine themselves (urllib, curl, node, a TCP relay): the open
+            # engines only; the secured engine's own tests (test_secure, test_grant) cover TLS and auth
+            names = [n for n in names if n != "secured"]
+        metafunc.parametrize("engine_url", names or ["none"], indirect=True, scope="session")
 
 
 _SECURED_ENV = ("ESMEM_CA_CERTS", "ESMEM_USERNAME", "ESMEM_PASSWORD_FILE")

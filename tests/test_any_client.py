@@ -20,6 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+pytestmark = pytest.mark.plain_http  # urllib/curl/node/recording transport straight to the engine
+
 ESMEM = str(Path(sys.executable).with_name("esmem"))
 NOW = datetime(2026, 10, 8, 12, 0, tzinfo=timezone.utc)
 WORDS = ["redis", "cache", "deploy", "python", "rust", "backup", "retry", "429", "jitter", "weekend", "hiking",

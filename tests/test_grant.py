@@ -141,10 +141,10 @@ def _url_params(draw) -> dict:
 @st.composite
 def stored_template_params(draw) -> dict:
     ns = draw(namespace)
-    tp = ranking.template_params(ranking.RecallParams(), query=" ".join(draw(st.lists(word, min_size=1, max_size=4))),
-                                 namespace=ns or A, size=draw(st.integers(1, 50)), now=ranking.utcnow(), as_of=None)
+    tp = {"namespace": ns or A, "query": " ".join(draw(st.lists(word, min_size=1, max_size=4))),
+          "size": draw(st.integers(1, 50)), "now": ranking.iso(ranking.utcnow())}
     extra = draw(st.dictionaries(st.sampled_from(["namespace", "min_importance", "size", "include_superseded",
-                                                  "must_not_miss", "rel_only", "kinds_json", "junk"]),
+                                                  "must_not_miss", "rel_only", "kinds", "mode", "junk"]),
                                  st.one_of(namespace, st.integers(-5, 50), st.booleans(), st.just("")), max_size=3))
     return {**tp, **extra}
 

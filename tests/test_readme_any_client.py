@@ -16,6 +16,8 @@ from esmem.evaluate import load_dataset
 from esmem.store import MemoryStore
 from esmem.templates import assets_root
 
+pytestmark = pytest.mark.plain_http  # urllib/curl/node/recording transport straight to the engine
+
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 

@@ -18,6 +18,8 @@ from esmem.ranking import RecallParams
 from esmem.stats import collect
 from esmem.store import MemoryInput, MemoryStore
 
+pytestmark = pytest.mark.plain_http  # urllib/curl/node/recording transport straight to the engine
+
 RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"
 NOW = datetime(2026, 10, 8, 12, tzinfo=timezone.utc)
 SEARCHES = ("/_search", "/_msearch", "/_count", "/_search/template", "/_msearch/template", "/_search/scroll",

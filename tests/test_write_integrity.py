@@ -169,6 +169,7 @@ def clocked_store(engine, installed) -> MemoryStore:
     return MemoryStore(engine, installed, clock=lambda: NOW)
 
 
+@pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 # -- 2./5. cut connections: every write-path request in turn -----------------------------------
 def test_cut_at_every_request_then_retry_converges(engine, background, relay: Relay) -> None:
     """Cut the connection at each request of an import in turn (after the engine applied it, and
@@ -200,6 +201,7 @@ def test_cut_at_every_request_then_retry_converges(engine, background, relay: Re
     assert not failures, failures
 
 
+@pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 def test_write_reported_failed_is_retried_safely(engine, background, relay: Relay) -> None:
     """Issue case 3: a cut during the settle step's _msearch used to leave the write applied, and
     the retry reported `duplicate` and bumped restated_count."""
@@ -287,6 +289,7 @@ def test_cli_import_with_a_bad_line_writes_nothing_and_names_the_line(engine, in
     assert MemoryStore(engine, installed).count("aon", status=None) == 0
 
 
+@pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 @pytest.mark.parametrize("merge", [True, False])
 def test_engine_rejecting_one_document_leaves_no_partial_batch(engine, installed, relay: Relay, merge: bool) -> None:
     """Validation cannot foresee everything: make the real engine reject one document of the bulk
@@ -402,6 +405,7 @@ def test_cli_import_type_errors_name_the_file_line(engine, installed, tmp_path: 
     assert MemoryStore(engine, installed).count("c", status=None) == 0
 
 
+@pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 # -- 7. smaller ----------------------------------------------------------------------------------
 def test_failed_reheat_write_back_is_a_warning(engine, installed, relay: Relay) -> None:
     store = MemoryStore(engine, installed, clock=lambda: NOW)
@@ -414,6 +418,7 @@ def test_failed_reheat_write_back_is_a_warning(engine, installed, relay: Relay) 
     assert store.get("heat", m.id).access_count == 0
 
 
+@pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 def test_interrupted_import_says_how_far_it_got(engine, installed, relay: Relay, tmp_path: Path) -> None:
     path = tmp_path / "many.jsonl"
     path.write_text("".join(json.dumps({"id": f"n{i}", "content": f"note {i} on subject{i} and thing{i}"}) + "\n"
