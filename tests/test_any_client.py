@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytestmark = pytest.mark.plain_http  # urllib/curl/node/recording transport straight to the engine
+pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
 
 ESMEM = str(Path(sys.executable).with_name("esmem"))
 NOW = datetime(2026, 10, 8, 12, 0, tzinfo=timezone.utc)

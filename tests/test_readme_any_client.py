@@ -16,7 +16,7 @@ from esmem.evaluate import load_dataset
 from esmem.store import MemoryStore
 from esmem.templates import assets_root
 
-pytestmark = pytest.mark.plain_http  # urllib/curl/node/recording transport straight to the engine
+pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

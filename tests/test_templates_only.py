@@ -9,6 +9,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from esmem import bench
 from esmem.context import build_context
 from esmem.engine import Engine
@@ -18,7 +20,7 @@ from esmem.ranking import RecallParams
 from esmem.stats import collect
 from esmem.store import MemoryInput, MemoryStore
 
-pytestmark = pytest.mark.plain_http  # urllib/curl/node/recording transport straight to the engine
+pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
 
 RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"
 NOW = datetime(2026, 10, 8, 12, tzinfo=timezone.utc)
