@@ -78,15 +78,22 @@ def test_the_tune_walkthrough_changes_every_clients_ranking(demo, tmp_path: Path
     assert [r.score for r in after.items] != [r.score for r in before.items]
 
 
+def _missing(why: str) -> None:
+    """In CI (ESMEM_REQUIRE_ENGINE=1) a missing tool is a failure, like a missing engine; elsewhere a skip."""
+    if os.environ.get("ESMEM_REQUIRE_ENGINE") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
+
+
 def test_the_javascript_example_runs_with_the_official_client(demo, tmp_path: Path) -> None:
     store, env = demo
     if not (shutil.which("node") and shutil.which("npm")):
-        pytest.skip("node/npm not installed: the JavaScript example needs them")
+        _missing("node/npm not installed: the JavaScript example needs them")
     (js,) = _blocks("js", store.names.prefix)
     npm = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "@opensearch-project/opensearch@3"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
     if npm.returncode != 0:
-        pytest.skip(f"npm could not install @opensearch-project/opensearch: {npm.stderr.strip()[-200:]}")
+        _missing(f"npm could not install @opensearch-project/opensearch: {npm.stderr.strip()[-200:]}")
     (tmp_path / "recall.mjs").write_text(js, encoding="utf-8")
     run = subprocess.run(["node", "recall.mjs"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
