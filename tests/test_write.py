@@ -164,7 +164,10 @@ def test_concurrent_writers_leave_one_active_successor(engine, installed) -> Non
     assert not errors, errors[:1]
     assert len(results) == 400
     actions = [r.action for _, _, r in results]
-    assert actions.count("added") + actions.count("superseded") + actions.count("duplicate") == 400
+    # every write is one of the documented actions; under contention a restatement can also land as
+    # `outdated` (another writer stored a newer version of its topic first), seen once on the secured engine
+    assert actions.count("added") + actions.count("superseded") + actions.count("duplicate") \
+        + actions.count("outdated") == 400
     store = MemoryStore(engine, installed)
     for ns, text, res in results:  # every input findable, active or in a history chain
         chain = store.history(ns, res.id)
