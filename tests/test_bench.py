@@ -104,6 +104,7 @@ def test_naive_top1_matches_a_plain_python_computation(engine: Engine, installed
         assert ranked[0][0] == docs[_plain_top1(docs, q.text, NOW)]["_id"], q.text
 
 
+@pytest.mark.slow
 def test_cli_report_has_every_path_and_leaves_the_prefix_alone(engine: Engine, installed: str) -> None:
     mine = MemoryStore(engine, installed)
     mine.remember("我的真实记忆：周五前交周报", "me", importance=5)
@@ -166,6 +167,7 @@ def test_passes_combine_into_medians_with_the_spread_of_each_ratio() -> None:
     assert combined["a"]["ratio_p50_spread"] == [1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_cli_repeat_reports_every_pass(engine: Engine, installed: str) -> None:
     group = click.Group()
     group.add_command(bench_cmd)

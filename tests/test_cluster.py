@@ -23,6 +23,8 @@ from esmem.install import check, install, uninstall
 from esmem.merge import MergePolicy
 from esmem.store import MemoryInput, MemoryStore
 
+pytestmark = pytest.mark.slow  # every test here starts a two-node cluster of its own
+
 
 def _health(url: str) -> dict:
     with urllib.request.urlopen(f"{url}/_cluster/health", timeout=5) as resp:
