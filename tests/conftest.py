@@ -4,9 +4,11 @@ Every engine found is a parameter of the `engine_url` fixture, so the contract s
 engine, and the run ends with one summary line per engine. The embedded engines are every flavour
 of `esmem.engines.embedded.FLAVOURS` (OpenSearch 2.19 and 3.x; ESMEM_TEST_ENGINES narrows the list): one
 already running in its ESMEM_HOME state directory (as .ci/run starts them) is used as it is,
-otherwise a temporary one is started and stopped. Each test gets its own prefix (uuid), so tests
-never touch each other's data or the rest of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by
-.ci/run) a missing engine fails the run.
+otherwise a temporary one is started and stopped. Tests that use `installed` share one installed
+prefix per engine, reset before each of them to what a fresh install leaves (SharedPrefix); a test
+marked `fresh_prefix`, and every test that only asks for `prefix`, gets its own (uuid), so tests never
+touch each other's data or the rest of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by .ci/run) a
+missing engine fails the run.
 
 Secured engine: ESMEM_SECURE_HOME (the ESMEM_HOME of a running `esmem engine up --secure`, as .ci/run
 starts it) adds it as one more `engine_url` parameter, so the whole suite also runs on it as its admin;
@@ -31,7 +33,7 @@ from esmem.engines import embedded
 from esmem.errors import EsmemError
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine, detect
-from esmem.index.install import install, uninstall
+from esmem.index.install import current_index, install, uninstall
 
 OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.6"  # in step with the embedded default
 ELASTICSEARCH_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
@@ -198,6 +200,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             version = f"not answering: {e}"
         terminalreporter.write_line(
             f"esmem engine {name} ({version}): {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
+    for test in SHARED_PREFIX_REINSTALLED:
+        terminalreporter.write_line(f"shared prefix reinstalled: {test} changed its artifacts; mark it fresh_prefix")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -266,15 +270,85 @@ def secured_admin(secured: embedded.Running) -> Iterator[Engine]:
     eng.close()
 
 
+def _under(engine: Engine, prefix: str) -> dict:
+    """Everything the cluster holds under `prefix`, in one cheap read: stored scripts and search
+    templates, the index template, and each index's mapping, settings, aliases and state."""
+    paths = [f"metadata.stored_scripts.{prefix}-*", f"metadata.index_template.index_template.{prefix}-*"] + \
+        [f"metadata.indices.{prefix}-*.{part}" for part in ("mappings", "settings", "aliases", "state")]
+    return engine.request("GET", "/_cluster/state/metadata", params={"filter_path": ",".join(paths)})
+
+
+class SharedPrefix:
+    """One installed prefix per engine for the whole session (install + uninstall cost ~20 cluster-state
+    updates each, most of the suite's time when every test had its own).
+
+    Before each test that asks for `installed`, `reset` puts it back in the state a fresh install leaves:
+    the same stored scripts, templates, index template and mapping, and an index that never held a
+    document. A written index is deleted and re-created by `install` (not emptied by delete-by-query:
+    deleted documents stay in BM25's statistics, and scores are asserted against the formula); changed
+    artifacts are uninstalled and installed again, and named in the run's summary, since such a test
+    should be marked `fresh_prefix`."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.name = f"t{uuid.uuid4().hex[:12]}"
+        self.last_test = ""
+        self._install()
+
+    def _install(self) -> None:
+        install(self.engine, self.name)
+        self.index = current_index(self.engine, self.name)
+        self.artifacts = _under(self.engine, self.name)
+
+    def _written(self) -> bool:
+        """Whether any operation reached the index since it was created (max_seq_no counts every
+        index, update and delete, refreshed or not)."""
+        stats = self.engine.request("GET", f"/{self.index}/_stats/docs",
+                                    params={"level": "shards", "filter_path": "indices.*.shards.*.seq_no"})
+        return any(copy["seq_no"]["max_seq_no"] >= 0 for index in stats.get("indices", {}).values()
+                   for copies in index["shards"].values() for copy in copies)
+
+    def reset(self, test: str) -> str:
+        if _under(self.engine, self.name) != self.artifacts:
+            SHARED_PREFIX_REINSTALLED.append(f"{self.last_test} (on {self.engine.url})")
+            uninstall(self.engine, self.name)
+            self._install()
+        elif self._written():
+            self.engine.request("DELETE", f"/{self.index}")
+            self._install()  # creates the index and its alias, as a first install does
+        self.last_test = test
+        return self.name
+
+
+# Tests that changed the shared prefix's artifacts without the `fresh_prefix` mark (see SharedPrefix).
+SHARED_PREFIX_REINSTALLED: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def shared_prefix(engine: Engine) -> Iterator[SharedPrefix]:
+    shared = SharedPrefix(engine)
+    yield shared
+    uninstall(engine, shared.name)
+
+
 @pytest.fixture
-def prefix(engine: Engine) -> Iterator[str]:
+def prefix(request: pytest.FixtureRequest, engine: Engine) -> Iterator[str]:
+    """This test's prefix. A test that uses `installed` gets the shared one of its engine, reset (see
+    SharedPrefix), unless it is marked `fresh_prefix` (it changes installed templates, policy or
+    mapping); every other test gets a unique prefix of its own with nothing installed, removed after."""
+    if "installed" in request.fixturenames and not request.node.get_closest_marker("fresh_prefix"):
+        yield request.getfixturevalue("shared_prefix").reset(request.node.nodeid)
+        return
     p = f"t{uuid.uuid4().hex[:12]}"
     yield p
-    uninstall(engine, p)
+    if any(_under(engine, p).get("metadata", {}).values()):  # skip ~20 DELETEs when nothing was installed
+        uninstall(engine, p)
 
 
 @pytest.fixture
-def installed(engine: Engine, prefix: str) -> str:
+def installed(request: pytest.FixtureRequest, engine: Engine, prefix: str) -> str:
+    if not (request.node.get_closest_marker("fresh_prefix")):
+        return prefix  # the shared prefix, installed and reset
     install(engine, prefix)
     return prefix
 

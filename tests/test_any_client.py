@@ -102,6 +102,7 @@ def install_policy(url: str, prefix: str, tmp_path: Path, mode: str) -> Path:
 
 
 @pytest.mark.parametrize("mode", ["blend", "multiply", "weighted"])
+@pytest.mark.slow
 def test_raw_template_call_equals_memorystore_recall(corpus, tmp_path: Path, mode: str) -> None:
     url, prefix, queries = corpus
     install_policy(url, prefix, tmp_path, mode)
@@ -182,6 +183,7 @@ def test_hostile_params_stay_inside_their_value_or_fail_clearly(corpus, values, 
         assert namespaces <= {"api"}
 
 
+@pytest.mark.slow
 def test_check_policy_install_uninstall_cycle(corpus, tmp_path: Path) -> None:
     url, prefix, _ = corpus
     policy = install_policy(url, prefix, tmp_path, "weighted")

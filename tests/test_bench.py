@@ -112,6 +112,7 @@ def _bench(engine: Engine, prefix: str, *args: str):
     return CliRunner().invoke(group, ["bench", *args], obj={"url": engine.url, "prefix": prefix})
 
 
+@pytest.mark.slow
 def test_cli_report_has_every_path_and_leaves_the_prefix_alone(engine: Engine, installed: str) -> None:
     mine = MemoryStore(engine, installed)
     mine.remember("我的真实记忆：周五前交周报", "me", importance=5)
@@ -171,6 +172,7 @@ def test_passes_combine_into_medians_with_the_spread_of_each_ratio() -> None:
     assert combined["a"]["ratio_p50_spread"] == [1.0, 1.0]
 
 
+@pytest.mark.slow
 def test_cli_repeat_reports_every_pass(engine: Engine, installed: str) -> None:
     res = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
                       "--merge-sample", "20", "--repeat", "3", "--json")

@@ -24,6 +24,8 @@ from esmem.errors import EsmemError
 from esmem.index.engine import Engine
 from esmem.index.install import check, install, uninstall
 
+pytestmark = pytest.mark.slow  # every test here starts a two-node cluster of its own
+
 
 def _health(url: str) -> dict:
     with urllib.request.urlopen(f"{url}/_cluster/health", timeout=5) as resp:

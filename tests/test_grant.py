@@ -196,6 +196,7 @@ def test_admin_sees_both_namespaces(world: World) -> None:
     assert _leaks(world, resp)
 
 
+@pytest.mark.slow
 def test_agent_reads_no_memory_of_another_namespace(world: World) -> None:
     world.a_total = world.admin.request("POST", f"/{world.alias}/_count", {"query": {"term": {"namespace": A}}})["count"]
     index = world.admin.request("GET", f"/{world.alias}/_alias/{world.alias}")
@@ -284,6 +285,7 @@ def test_role_documents_match_between_families() -> None:
 README = Path(__file__).resolve().parents[1] / "README.md"
 
 
+@pytest.mark.slow
 def test_readme_agent_credentials_example_runs(secured: embedded.Running, tmp_path) -> None:
     """The shell block of "Give each agent its own credentials", as written, on the secured engine."""
     section = README.read_text(encoding="utf-8").split("## Give each agent its own credentials", 1)[1]

@@ -31,6 +31,7 @@ def test_cli_install_reports_counts(engine: Engine, prefix: str) -> None:
     assert second.output.strip().splitlines()[-1].startswith("nothing to do")
 
 
+@pytest.mark.fresh_prefix("edits an installed script by hand")
 def test_hand_edited_script_is_drift_and_install_repairs_it(engine: Engine, installed: str) -> None:
     name = Names(installed).script("fuse")
     engine.request("PUT", f"/_scripts/{name}", {"script": {"lang": "painless", "source": "return 42.0;"}})
@@ -41,6 +42,7 @@ def test_hand_edited_script_is_drift_and_install_repairs_it(engine: Engine, inst
     assert check(engine, installed) == []
 
 
+@pytest.mark.fresh_prefix("adds a field to the live mapping")
 def test_hand_edited_mapping_is_drift(engine: Engine, installed: str) -> None:
     live = current_index(engine, installed)
     engine.request("PUT", f"/{live}/_mapping", {"properties": {"extra": {"type": "keyword"}}})

@@ -15,6 +15,7 @@ import os
 import uuid
 from typing import Any
 
+import pytest
 from anyio.from_thread import start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -86,6 +87,7 @@ def from_schema(schema: dict[str, Any], defs: dict[str, Any], text: st.SearchStr
     raise AssertionError(f"unhandled schema {schema}")
 
 
+@pytest.mark.slow
 def test_no_tool_call_reaches_another_namespace(engine, store: MemoryStore) -> None:
     victim_ids, before = seed(store)
     cmd = esmem_command(engine.url, store.names.prefix, ATTACKER)

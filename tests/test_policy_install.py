@@ -27,6 +27,7 @@ def _raw(store: MemoryStore, query: str, **params) -> dict[str, float]:
     return {h["_id"]: h["_score"] for h in store.engine.request("POST", f"/{store.alias}/_search/template", body)["hits"]["hits"]}
 
 
+@pytest.mark.fresh_prefix("installs another policy into the stored templates")
 def test_a_new_policy_reaches_every_store_on_its_next_call(engine, installed: str) -> None:
     one = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
     two = MemoryStore(engine, installed, clock=lambda: NOW)

@@ -61,6 +61,7 @@ def test_the_curl_examples_run_and_recall_reheat(demo, tmp_path: Path) -> None:
     assert json.loads(reheat[0])["_id"] == top.id and store.get("demo", top.id).access_count == 2
 
 
+@pytest.mark.fresh_prefix("the walkthrough runs `esmem install --policy`")
 def test_the_tune_walkthrough_changes_every_clients_ranking(demo, tmp_path: Path) -> None:
     store, env = demo
     (toml,) = _blocks("toml", store.names.prefix)

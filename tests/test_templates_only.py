@@ -66,6 +66,7 @@ def violations(calls: list[tuple[str, str, Any, Any]]) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 def test_a_library_run_sends_no_inline_query_dsl(engine_url: str, prefix: str) -> None:
     calls: list[tuple[str, str, Any, Any]] = []
     engine = Engine(engine_url, recorder=lambda m, p, b, q: calls.append((m, p, b, q)))

@@ -140,6 +140,7 @@ def _topic(rng: random.Random, i: int) -> str:
     return f"project{i} service{i} host{i} owner{i} region{i} 部署{city}"
 
 
+@pytest.mark.slow
 def test_concurrent_writers_leave_one_active_successor(engine, installed) -> None:
     rng = random.Random(11)
     base = [(f"ns{i % 4}", _topic(rng, i)) for i in range(300)]

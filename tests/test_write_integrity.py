@@ -174,6 +174,7 @@ def clocked_store(engine, installed) -> MemoryStore:
 
 @pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 # -- 2./5. cut connections: every write-path request in turn -----------------------------------
+@pytest.mark.slow
 def test_cut_at_every_request_then_retry_converges(engine, background, relay: Relay) -> None:
     """Cut the connection at each request of an import in turn (after the engine applied it, and
     before it reached the engine); the retry must end in exactly the clean run's state."""
@@ -225,6 +226,7 @@ def test_write_reported_failed_is_retried_safely(engine, background, relay: Rela
 
 
 # -- 3. chains under contention ------------------------------------------------------------------
+@pytest.mark.slow
 def test_contention_keeps_every_chain_symmetric_and_reachable(engine, installed) -> None:
     """Issue case 4: 8 writers x 100 writes on 20 topics."""
     topics = [f"topic{t} service{t} owner{t} region{t} cluster{t} config value" for t in range(20)]
