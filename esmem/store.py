@@ -27,6 +27,7 @@ from .merge import Candidate, Decision, MergePolicy, decide, overlap
 from .merge import jaccard as text_jaccard
 from .mmr import cosine, jaccard, mmr
 from .ranking import KINDS, RecallParams, epoch_ms, iso, parse_time, utcnow
+from .scripted import scripted_bulk
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 SOURCES = ("user", "agent", "tool")
@@ -560,7 +561,7 @@ class MemoryStore:
         for ns, target, script, params in ops:
             actions += [{"update": {"_index": self.alias, "_id": target, "routing": ns, "retry_on_conflict": 8}},
                         {"script": {"id": self.names.script(script), "params": params}}]
-        resp = self.engine.bulk(actions)
+        resp = scripted_bulk(self.engine, actions)  # update_by_query where DLS refuses updates
         out: list[bool] = []
         for (ns, target, script, params), item in zip(ops, resp["items"]):
             outcome = item["update"]
@@ -821,7 +822,7 @@ class MemoryStore:
         for doc_id in ids:
             actions += [{"update": {"_index": self.alias, "_id": doc_id, "routing": namespace,
                                     "retry_on_conflict": 5}}, {"script": script}]
-        resp = self.engine.bulk(actions)
+        resp = scripted_bulk(self.engine, actions)  # update_by_query where DLS refuses updates
         errors = [it["update"]["error"] for it in resp["items"] if it["update"].get("error")]
         if errors:
             raise EngineError(f"reheat write-back failed: {errors[0]}")

@@ -235,8 +235,88 @@ def test_agent_writes_and_recalls_in_its_namespace_only(world: World) -> None:
     got = store.recall("canary releases tuesdays", A, touch=False)
     assert got.items[0].memory.id == new.id
     assert store.recall(f"{MARK} deploy secret", B, touch=False).items == ()
-    with pytest.raises(EngineError, match="Update is not supported when FLS or DLS"):
-        store.touch(A, [new.id], ranking.utcnow(), 0.5)  # partial updates are refused under DLS (README)
+
+
+def _by_external_id(engine: Engine, alias: str, ns: str) -> dict[str, dict]:
+    engine.request("POST", f"/{alias}/_refresh")
+    hits = engine.request("POST", f"/{alias}/_search", {"query": {"term": {"namespace": ns}}, "size": 50})["hits"]["hits"]
+    names = {h["_id"]: h["_source"].get("external_id") for h in hits}
+    out = {}
+    for h in hits:
+        src = h["_source"]
+        sup = src.get("supersedes") or []
+        out[src["external_id"]] = {"status": src["status"], "superseded_by": names.get(src.get("superseded_by")),
+                                   "supersedes": sorted(names[i] for i in (sup if isinstance(sup, list) else [sup])),
+                                   "restated_count": src.get("restated_count", 0)}
+    return out
+
+
+def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: embedded.Running, tmp_path) -> None:
+    """The security plugin refuses partial updates under DLS; the agent's retire/link/restate/reheat
+    go through _update_by_query (esmem.scripted) and end in the same state as the admin's writes."""
+    from test_write_integrity import LINES, NOW, _inputs  # the write protocol's own sequence
+
+    ns, ref = f"w-{uuid.uuid4().hex[:6]}", f"r-{uuid.uuid4().hex[:6]}"
+    user = f"writer{uuid.uuid4().hex[:6]}"
+    grant(world.admin, world.prefix, user, [ns], tmp_path / "w.pw")
+    agent = Engine(ConnectionConfig(url=secured.url, ca_certs=str(secured.ca), username=user,
+                                    password=(tmp_path / "w.pw").read_text().strip()))
+    try:
+        with pytest.raises(EngineError, match="Update is not supported when FLS or DLS"):  # why esmem.scripted exists
+            agent.bulk([{"update": {"_index": world.alias, "_id": world.a_ids[0], "routing": A}}, {"doc": {"x": 1}}])
+        mine = MemoryStore(agent, world.prefix, clock=lambda: NOW)
+        results = mine.remember_many(_inputs(ns))
+        assert [r.action for r in results] == ["added", "superseded", "superseded", "duplicate", "outdated", "added"]
+        reference = MemoryStore(world.admin, world.prefix, clock=lambda: NOW).remember_many(_inputs(ref))
+        assert [r.action for r in reference] == [r.action for r in results]
+        state = _by_external_id(world.admin, world.alias, ns)
+        assert state == _by_external_id(world.admin, world.alias, ref)
+        assert state["v3"]["supersedes"] == ["v0", "v2"] and state["v3"]["restated_count"] == 1
+        again = mine.remember_many(_inputs(ns))  # a retry converges: nothing new, nothing bumped
+        assert all(r.replayed for r in again) and _by_external_id(world.admin, world.alias, ns) == state
+        # reheat: recall with touch=True counts the access of what it returned, in the agent's namespace only
+        hit = mine.recall("staging database backed up", ns, k=1).items[0].memory
+        src = world.admin.request("GET", f"/{world.alias}/_doc/{hit.id}", params={"routing": ns})["_source"]
+        assert src["access_count"] == 1 and src["last_accessed_at"] == ranking.iso(NOW)
+        b_before = world.admin.request("GET", f"/{world.alias}/_doc/{world.b_ids[0]}", params={"routing": B})
+        with pytest.raises(EngineError, match="document missing"):
+            mine.touch(B, [world.b_ids[0]], NOW, 0.5)  # B's memory is invisible, so it cannot be changed
+        b_after = world.admin.request("GET", f"/{world.alias}/_doc/{world.b_ids[0]}", params={"routing": B})
+        assert b_after["_seq_no"] == b_before["_seq_no"]
+        assert mine.recall(f"{MARK} deploy secret", B, touch=False).items == ()
+        leaked = agent.request("POST", f"/{world.alias}/_search", {"query": {"match_all": {}}, "size": 100})
+        assert _leaks(world, leaked) == [] and {h["_source"]["namespace"] for h in leaked["hits"]["hits"]} == {ns}
+    finally:
+        agent.close()
+        revoke(world.admin, world.prefix, user)
+
+
+def test_update_by_query_writes_are_compare_and_set(world: World, tmp_path) -> None:
+    """What makes the DLS write path safe: _update_by_query writes back with the sequence number it
+    searched, so a change it did not see is a version conflict, not a lost update."""
+    from esmem.scripted import update_by_query
+
+    doc, ns = world.a_ids[1], A
+    store = MemoryStore(world.admin, world.prefix)
+    start = world.admin.request("GET", f"/{world.alias}/_doc/{doc}", params={"routing": ns})["_source"].get("access_count", 0)
+    world.admin.request("POST", f"/{world.alias}/_refresh")
+    settings = f"/{world.alias}/_settings"
+    interval = next(iter(world.admin.request("GET", settings, params={"flat_settings": "true"}).values()))
+    interval = interval["settings"].get("index.refresh_interval")  # None: the default again afterwards
+    world.admin.request("PUT", settings, {"index": {"refresh_interval": "-1"}})  # no periodic refresh in between
+    try:
+        store.touch(ns, [doc], ranking.utcnow(), 0.5)  # the admin's update, not refreshed: searches see the old one
+        script = {"id": Names(world.prefix).script("reheat"), "params": {
+            "now": ranking.iso(ranking.utcnow()), "now_ms": ranking.epoch_ms(ranking.utcnow()), "rho": 0.5}}
+        raw = world.agent.request("POST", f"/{world.alias}/_update_by_query", {"query": {"ids": {"values": [doc]}},
+                                  "script": script}, {"routing": ns, "conflicts": "proceed"})
+    finally:
+        world.admin.request("PUT", settings, {"index": {"refresh_interval": interval}})
+    assert raw["version_conflicts"] == 1 and raw["updated"] == 0
+    item = update_by_query(world.agent, {"_index": world.alias, "_id": doc, "routing": ns}, script)
+    assert item["update"]["result"] == "updated"
+    after = world.admin.request("GET", f"/{world.alias}/_doc/{doc}", params={"routing": ns})["_source"]
+    assert after["access_count"] == start + 2  # both updates counted, none lost
 
 
 def test_grant_cli_is_idempotent_and_prints_no_secret(world: World, secured: embedded.Running, tmp_path,
