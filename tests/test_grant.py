@@ -21,14 +21,16 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esmem import embedded, embedded_secure, ranking
-from esmem.cli import cli
-from esmem.connection import ENV, ConnectionConfig
-from esmem.engine import Engine
+from esmem import values
+from esmem.cli.main import cli
+from esmem.domain.store import MemoryStore
+from esmem.engines import embedded
+from esmem.engines import embedded_secure
 from esmem.errors import EngineError, InvalidInput, NotFound
-from esmem.grant import dls_query, elasticsearch_role_descriptor, grant, revoke, role_body
-from esmem.install import Names, install, uninstall
-from esmem.store import MemoryStore
+from esmem.index.connection import ENV, ConnectionConfig
+from esmem.index.engine import Engine
+from esmem.index.grant import dls_query, elasticsearch_role_descriptor, grant, revoke, role_body
+from esmem.index.install import Names, install, uninstall
 
 A, B = "alpha-ns", "bravo-ns"
 MARK = "zebrasecret"  # only in B's contents; queries use it to try to match them
@@ -146,7 +148,7 @@ def _url_params(draw) -> dict:
 def stored_template_params(draw) -> dict:
     ns = draw(namespace)
     tp = {"namespace": ns or A, "query": " ".join(draw(st.lists(word, min_size=1, max_size=4))),
-          "size": draw(st.integers(1, 50)), "now": ranking.iso(ranking.utcnow())}
+          "size": draw(st.integers(1, 50)), "now": values.iso(values.utcnow())}
     extra = draw(st.dictionaries(st.sampled_from(["namespace", "min_importance", "size", "include_superseded",
                                                   "must_not_miss", "rel_only", "kinds", "mode", "junk"]),
                                  st.one_of(namespace, st.integers(-5, 50), st.booleans(), st.just("")), max_size=3))
@@ -308,7 +310,7 @@ def _by_external_id(engine: Engine, alias: str, ns: str) -> dict[str, dict]:
 
 def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: embedded.Running, tmp_path) -> None:
     """The security plugin refuses partial updates under DLS; the agent's retire/link/restate/reheat
-    go through _update_by_query (esmem.scripted) and end in the same state as the admin's writes."""
+    go through _update_by_query (esmem.index.scripted) and end in the same state as the admin's writes."""
     from test_write_integrity import LINES, NOW, _inputs  # the write protocol's own sequence
 
     ns, ref = f"w-{uuid.uuid4().hex[:6]}", f"r-{uuid.uuid4().hex[:6]}"
@@ -317,7 +319,7 @@ def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: em
     agent = Engine(ConnectionConfig(url=secured.url, ca_certs=str(secured.ca), username=user,
                                     password=(tmp_path / "w.pw").read_text().strip()))
     try:
-        with pytest.raises(EngineError, match="Update is not supported when FLS or DLS"):  # why esmem.scripted exists
+        with pytest.raises(EngineError, match="Update is not supported when FLS or DLS"):  # why esmem.index.scripted exists
             agent.bulk([{"update": {"_index": world.alias, "_id": world.a_ids[0], "routing": A}}, {"doc": {"x": 1}}])
         mine = MemoryStore(agent, world.prefix, clock=lambda: NOW)
         results = mine.remember_many(_inputs(ns))
@@ -332,7 +334,7 @@ def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: em
         # reheat: recall with touch=True counts the access of what it returned, in the agent's namespace only
         hit = mine.recall("staging database backed up", ns, k=1).items[0].memory
         src = world.admin.request("GET", f"/{world.alias}/_doc/{hit.id}", params={"routing": ns})["_source"]
-        assert src["access_count"] == 1 and src["last_accessed_at"] == ranking.iso(NOW)
+        assert src["access_count"] == 1 and src["last_accessed_at"] == values.iso(NOW)
         b_before = world.admin.request("GET", f"/{world.alias}/_doc/{world.b_ids[0]}", params={"routing": B})
         with pytest.raises(EngineError, match="document missing"):
             mine.touch(B, [world.b_ids[0]], NOW, 0.5)  # B's memory is invisible, so it cannot be changed
@@ -349,7 +351,7 @@ def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: em
 def test_update_by_query_writes_are_compare_and_set(world: World, tmp_path) -> None:
     """What makes the DLS write path safe: _update_by_query writes back with the sequence number it
     searched, so a change it did not see is a version conflict, not a lost update."""
-    from esmem.scripted import update_by_query
+    from esmem.index.scripted import update_by_query
 
     doc, ns = world.a_ids[1], A
     store = MemoryStore(world.admin, world.prefix)
@@ -360,9 +362,9 @@ def test_update_by_query_writes_are_compare_and_set(world: World, tmp_path) -> N
     interval = interval["settings"].get("index.refresh_interval")  # None: the default again afterwards
     world.admin.request("PUT", settings, {"index": {"refresh_interval": "-1"}})  # no periodic refresh in between
     try:
-        store.touch(ns, [doc], ranking.utcnow(), 0.5)  # the admin's update, not refreshed: searches see the old one
+        store.touch(ns, [doc], values.utcnow(), 0.5)  # the admin's update, not refreshed: searches see the old one
         script = {"id": Names(world.prefix).script("reheat"), "params": {
-            "now": ranking.iso(ranking.utcnow()), "now_ms": ranking.epoch_ms(ranking.utcnow()), "rho": 0.5}}
+            "now": values.iso(values.utcnow()), "now_ms": values.epoch_ms(values.utcnow()), "rho": 0.5}}
         raw = world.agent.request("POST", f"/{world.alias}/_update_by_query", {"query": {"ids": {"values": [doc]}},
                                   "script": script}, {"routing": ns, "conflicts": "proceed"})
     finally:
