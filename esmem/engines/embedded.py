@@ -311,7 +311,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
 
             embedded_secure.configure(home, node_home, target)
             cp = os.pathsep.join([cp, *embedded_secure.classpath(target)])
-            props = [f"-Desmem.plugins={embedded_secure.PLUGIN_CLASS}",
+            props = [f"-Desmem.plugins={embedded_secure.PLUGIN_CLASS},{embedded_secure.GUARD_CLASS}",
                      f"-Dlog4j2.configurationFile={embedded_secure.log_config(node_home)}"]
         if nodes > 1:
             node_home = node_home / names[i]

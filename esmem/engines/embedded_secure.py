@@ -21,6 +21,8 @@ from pathlib import Path
 from esmem.errors import EsmemError
 
 PLUGIN_CLASS = "org.opensearch.security.OpenSearchSecurityPlugin"
+# esmem's guard for what DLS does not cover (engine/src/opensearch-2/.../DlsGuardPlugin.java)
+GUARD_CLASS = "dev.esmem.engine.DlsGuardPlugin"
 ADMIN_USER = "admin"
 NODE_DN = "CN=esmem-node,O=esmem"
 ADMIN_DN = "CN=esmem-admin,O=esmem"

@@ -33,9 +33,10 @@ CLUSTER_ACTIONS = [
     "cluster:admin/script/get", "indices:data/read/search/template/render",  # the installed ranking policy,
     # read back from the stored recall template (MemoryStore.installed_params)
     "indices:data/read/search/template", "indices:data/read/msearch/template", "indices:data/read/msearch",
-    "indices:data/read/mget", "indices:data/write/bulk", "indices:data/read/scroll/clear",
+    "indices:data/read/mget", "indices:data/write/bulk", "indices:data/read/scroll", "indices:data/read/scroll/clear",
 ]
 INDEX_ACTIONS = ["read", "indices:data/write/index", "indices:data/write/update", "indices:data/write/bulk*",
+                 "indices:data/write/update/byquery",
                  "indices:admin/aliases/get", "indices:admin/refresh*", "indices:admin/mappings/get"]
 
 
