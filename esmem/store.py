@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from . import ranking
+from . import hybrid, ranking
 from .analysis import token_set, truncate_query
+from .embedding import Embedder
 from .engine import Engine
 from .errors import EngineError, EsmemWarning, InvalidInput, InvalidItem, NotFound
+from .hybrid import Fusion
 from .importance import Scorer, rule_scorer, score_batch
 from .install import Names, installed_policy, require_installed
 from .merge import Candidate, Decision, MergePolicy, decide, overlap
@@ -123,6 +125,7 @@ class Recalled:
     mmr_penalty: float = 0.0
     rank_before_mmr: int = 0
     terms: Mapping[str, float] = field(default_factory=dict)
+    legs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # hybrid: {leg: {score, rank}}
 
 
 @dataclass(frozen=True)
@@ -216,7 +219,8 @@ class MemoryStore:
     def __init__(self, engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
                  merge: MergePolicy | None = None, scorer: Scorer = rule_scorer,
                  max_content_bytes: int = 64 * 1024, max_future: timedelta = timedelta(days=1),
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, embedder: Embedder | None = None,
+                 fusion: Fusion | None = None):
         self.engine = engine
         self.names = Names(prefix)
         self.alias = require_installed(engine, prefix)
@@ -227,6 +231,8 @@ class MemoryStore:
         self.max_content_bytes = max_content_bytes
         self.max_future = max_future
         self.clock = clock
+        # optional semantic leg (esmem/hybrid.py): vectors on write, kNN leg fused into recall
+        self.semantic = hybrid.Semantic(engine, prefix, embedder, fusion) if embedder is not None else None
 
     # -- write path ----------------------------------------------------------------------------
     def _doc(self, item: MemoryInput, now: datetime) -> tuple[str, dict[str, Any]]:
@@ -287,6 +293,8 @@ class MemoryStore:
         if todo:
             for d, (score, rule) in zip(todo, score_batch(self.scorer, [d["content"] for d in todo])):
                 d["importance"], d["importance_rule"] = score, rule
+        if self.semantic:
+            self.semantic.fill([d for _, d in docs])
         return docs
 
     def _lookup_body(self, doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -730,7 +738,7 @@ class MemoryStore:
 
     def recall(self, query: str, namespace: str, k: int = 5, *, params: RecallParams | None = None,
                now: datetime | str | None = None, as_of: datetime | str | None = None,
-               touch: bool = True, explain: bool = False) -> RecallResult:
+               touch: bool = True, explain: bool = False, fusion: Fusion | None = None) -> RecallResult:
         """Top-k memories of `namespace` for `query`, ranked in the engine, diversified by MMR.
 
         The stored `recall` template is called as any client calls it: namespace, query, size,
@@ -760,6 +768,9 @@ class MemoryStore:
         if explain:
             searches += [header, {"id": self.names.script("recall"), "explain": True,
                                   "params": {**tp, "rel_only": True}}]
+        fuse = (fusion or self.semantic.fusion) if self.semantic else None
+        if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
+            searches += self.semantic.search(header, tp, query)  # type: ignore[union-attr]
         payload = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in searches)
         resp = self.engine.request("POST", f"/{self.alias}/_msearch/template", payload)
         for r in resp["responses"]:
@@ -767,6 +778,8 @@ class MemoryStore:
                 raise EngineError(f"recall failed: {r['error']}")
         main = resp["responses"][0]
         hits = main["hits"]["hits"]
+        if fuse and not fuse.lexical_only:
+            hits = hybrid.fuse(hits, resp["responses"].pop()["hits"]["hits"], fuse)[:size]
         terms_by_id: dict[str, dict[str, float]] = {}
         if explain:
             for h in resp["responses"][-1]["hits"]["hits"]:
@@ -806,12 +819,13 @@ class MemoryStore:
             src = h["_source"]
             rec = ranking.recency(src, p, now)
             imp = float(src.get("importance", 1.0))
+            engine_score = float(h.get("_engine_score", h["_score"]))  # hybrid: a leg's score, not the fused one
             out.append(Recalled(
                 memory=Memory.from_hit(h["_id"], src), score=float(h["_score"]),
-                rel=ranking.invert_rel(float(h["_score"]), rec, imp, p), recency=rec,
+                rel=ranking.invert_rel(engine_score, rec, imp, p), recency=rec,
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
-                terms=terms_by_id.get(h["_id"], {})))
+                terms=terms_by_id.get(h["_id"], {}), legs=h.get("_legs", {})))
         return out
 
     def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:
