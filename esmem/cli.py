@@ -151,14 +151,23 @@ def engine_down(flavour: str) -> None:
 @click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True)
 @click.option("--policy", "policy_path", default=None,
               help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
+@click.option("--embedder", default=None,
+              help="minilm: vectors + kNN leg (needs esmem[semantic]); none: lexical only. Default: as installed.")
 @click.pass_context
-def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None) -> None:
+def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None,
+            embedder: str | None) -> None:
     """Put the index template, index + alias, stored scripts and search templates (idempotent);
     the policy's ranking defaults go into the stored templates, so every client gets them."""
+    from .embedding import load_embedder
+    from .hybrid import spec
+    from .install import KEEP
+
     eng = _engine(ctx)
     params, evergreen = _policy_defaults(policy_path)
+    model = load_embedder(embedder) if embedder else None
     report = install_artifacts(eng, ctx.obj["prefix"], migrate=migrate, shards=shards, replicas=replicas,
-                               params=params, evergreen_kinds=evergreen)
+                               params=params, evergreen_kinds=evergreen,
+                               embedding=KEEP if embedder is None else (spec(model) if model else None))
     for name in report.created:
         click.echo(f"created  {name}")
     for name in report.updated:
@@ -273,7 +282,7 @@ def result_json(res: RecallResult) -> dict[str, Any]:
             "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
                        "rank_before_mmr": r.rank_before_mmr,
-                       "terms": dict(r.terms)} for r in res.items],
+                       "terms": dict(r.terms), "legs": {k: dict(v) for k, v in r.legs.items()}} for r in res.items],
             "recent": [mem(m) for m in res.recent], "took_ms": res.took_ms}
 
 
@@ -291,6 +300,9 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
         for i, r in enumerate(res.items, 1):
             terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
             out.print(f"  #{i} terms: {terms or '(no lexical match)'}")
+            if r.legs:  # hybrid recall: each leg's engine score and rank
+                out.print("     legs: " + "  ".join(f"{leg} #{int(v['rank'])} {v['score']:.4f}"
+                                                     for leg, v in sorted(r.legs.items())))
     if res.recent:
         out.print("recent:")
         for m in res.recent:
@@ -340,7 +352,7 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
     from .store import read_jsonl
 
     items, line_of = read_jsonl(str(file), namespace)
-    store = MemoryStore(_engine(ctx), ctx.obj["prefix"], merge=MergePolicy(enabled=not no_merge))
+    store = _store(ctx, merge=MergePolicy(enabled=not no_merge))
     done = [0]
 
     def advance(n: int) -> None:
@@ -544,8 +556,9 @@ def _register() -> None:
     from .cli_bench import bench_cmd
     from .cli_grant import grant_cmd, revoke_cmd
     from .cli_mcp import mcp_cmd
+    from .cli_semantic import embed_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd, embed_cmd):
         cli.add_command(command)
 
 

@@ -163,3 +163,22 @@ def _pages(engine: Engine, alias: str, query: Mapping[str, Any], size: int) -> I
     finally:
         if scroll_id:
             engine.request("DELETE", "/_search/scroll", {"scroll_id": scroll_id})
+
+
+def embedder_for(engine: Engine, prefix: str) -> Embedder | None:
+    """The embedder the installed index was built for, loaded (None: a lexical index). The CLI uses
+    it, so every write through it carries a vector. ESMEM_EMBEDDER=minilm:<dir> points MiniLM at
+    other files of the same model."""
+    import os
+
+    from .embedding import MiniLM, load_embedder
+
+    installed = installed_embedding(engine, prefix)
+    if installed is None:
+        return None
+    given = os.environ.get("ESMEM_EMBEDDER")
+    embedder = load_embedder(given) if given else (MiniLM() if installed["name"] == MiniLM.name else None)
+    if embedder is None:
+        raise ConfigError(f"the index under prefix {prefix!r} holds vectors of {installed['name']}, which esmem "
+                          "cannot load by name: use the library with your own embedder")
+    return embedder
