@@ -424,12 +424,18 @@ def _metric_row(m: dict[str, float]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
+@click.option("--embedder", default=None, help="minilm: also run esmem hybrid (kNN leg fused with BM25; "
+              "--set knn_weight=, fusion=convex|rrf, rrf_k=).")
 @click.pass_context
 def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
           sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
-          misses: bool) -> None:
+          misses: bool, embedder: str | None) -> None:
     """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
+    from dataclasses import replace
+
     from . import evaluate as ev
+    from .embedding import load_embedder
+    from .hybrid import FUSION_KEYS, Fusion, fusion_from_strings
     from .merge import MergePolicy
 
     if (dataset is None) == (locomo is None):
@@ -438,24 +444,38 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
     data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
     if dropped:
         err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
-    recall_pairs, merge_pairs = ev.split_overrides(_pairs(sets))
+    model = load_embedder(embedder)
+    pairs = _pairs(sets)
+    fusion_pairs = {key: pairs.pop(key) for key in list(pairs) if key in FUSION_KEYS}
+    if (fusion_pairs or (sweep or "").split("=")[0].strip() in FUSION_KEYS) and model is None:
+        fail("knn_weight / fusion / rrf_k need --embedder")
+    fusion = fusion_from_strings(Fusion(), fusion_pairs) if model else None
+    recall_pairs, merge_pairs = ev.split_overrides(pairs)
     if no_merge:
         merge_pairs["enabled"] = False
-    base = ev.RunConfig(params_from_strings(RecallParams(), recall_pairs), MergePolicy(**merge_pairs), k, baseline)
+    base = ev.RunConfig(params_from_strings(RecallParams(), recall_pairs), MergePolicy(**merge_pairs), k, baseline,
+                        fusion)
     runs: list[tuple[str, ev.RunConfig]] = []
     if sweep:
         key, _, values = sweep.partition("=")
         if not values:
             fail("--sweep takes key=v1,v2,...")
         for v in values.split(","):
+            if key.strip() in FUSION_KEYS:
+                runs.append((f"{key}={v}", replace(base, fusion=fusion_from_strings(base.fusion, {key.strip(): v.strip()}))))
+                continue
             r_pairs, m_pairs = ev.split_overrides({key.strip(): v.strip()})
             runs.append((f"{key}={v}", ev.RunConfig(params_from_strings(base.params, r_pairs),
-                                                     MergePolicy(**{**base.merge.__dict__, **m_pairs}), k, baseline)))
+                                                     MergePolicy(**{**base.merge.__dict__, **m_pairs}), k, baseline,
+                                                     base.fusion)))
     elif locomo and not baseline:
-        runs = [("esmem", base), ("bm25 baseline", ev.RunConfig(base.params, base.merge, k, "bm25"))]
+        runs = [("esmem", replace(base, fusion=None)),
+                ("bm25 baseline", ev.RunConfig(base.params, base.merge, k, "bm25"))]
+        if model:
+            runs[1:1] = [("esmem hybrid", base), ("kNN leg alone", replace(base, fusion=Fusion(weight=1.0)))]
     else:
-        runs = [(baseline or "esmem", base)]
-    evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval")
+        runs = [(baseline or "esmem", replace(base, fusion=None))] + ([("esmem hybrid", base)] if model and not baseline else [])
+    evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval", embedder=model)
     results = []
     try:
         from rich.progress import Progress
@@ -556,9 +576,10 @@ def _register() -> None:
     from .cli_bench import bench_cmd
     from .cli_grant import grant_cmd, revoke_cmd
     from .cli_mcp import mcp_cmd
-    from .cli_semantic import embed_cmd
+    from .cli_semantic import embed_cmd, merge_pairs_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd, embed_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd, embed_cmd,
+                    merge_pairs_cmd):
         cli.add_command(command)
 
 

@@ -16,8 +16,10 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .embedding import Embedder
 from .engine import Engine
 from .errors import InvalidInput
+from .hybrid import LEXICAL, Fusion, spec
 from .install import install, uninstall
 from .merge import MergePolicy
 from .ranking import RecallParams, iso, parse_time
@@ -176,10 +178,12 @@ class RunConfig:
     merge: MergePolicy = field(default_factory=MergePolicy)
     k: int = 5
     baseline: str | None = None
+    fusion: Fusion | None = None  # with an embedder: how the kNN leg joins (None = lexical esmem)
 
     def as_dict(self) -> dict[str, Any]:
         return {"k": self.k, "baseline": self.baseline, "merge": self.merge.__dict__ | {
-            "never_supersede": list(self.merge.never_supersede)}, "recall": self.params.as_dict()}
+            "never_supersede": list(self.merge.never_supersede)}, "recall": self.params.as_dict(),
+            **({"fusion": self.fusion.__dict__} if self.fusion else {})}
 
 
 def split_overrides(pairs: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
@@ -200,9 +204,10 @@ def split_overrides(pairs: Mapping[str, str]) -> tuple[dict[str, str], dict[str,
 class Evaluation:
     """Ingest a dataset once per merge policy into a throwaway prefix; run queries per config."""
 
-    def __init__(self, engine: Engine, dataset: Dataset, prefix: str | None = None):
+    def __init__(self, engine: Engine, dataset: Dataset, prefix: str | None = None, embedder: Embedder | None = None):
         self.engine = engine
         self.dataset = dataset
+        self.embedder = embedder  # memories get vectors; runs with a `fusion` add the kNN leg
         self.base_prefix = prefix or "esmem-eval"
         self._stores: dict[tuple, tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]] = {}
 
@@ -211,10 +216,10 @@ class Evaluation:
         if key in self._stores:
             return self._stores[key]
         prefix = f"{self.base_prefix}-{uuid.uuid4().hex[:8]}"
-        install(self.engine, prefix)
+        install(self.engine, prefix, embedding=spec(self.embedder) if self.embedder else None)
         first_now = min((q.now for q in self.dataset.queries), default=datetime.now(timezone.utc))
         store = MemoryStore(self.engine, prefix, merge=merge, clock=lambda: first_now,
-                            max_future=timedelta(days=36500))
+                            max_future=timedelta(days=36500), embedder=self.embedder)
         results = store.remember_many([m for _, m in self.dataset.memories])
         by_doc: dict[str, set[str]] = {}
         for (mid, _), res in zip(self.dataset.memories, results):
@@ -241,13 +246,14 @@ class Evaluation:
             elif config.baseline == "bm25":
                 hits, took = self._bm25(store, q, depth)
             else:
-                res = store.recall(q.text, q.namespace, depth, params=config.params, now=q.now, touch=False)
+                res = store.recall(q.text, q.namespace, depth, params=config.params, now=q.now, touch=False,
+                                   fusion=config.fusion or LEXICAL)
                 hits, took = [(r.memory.id, r.memory.content) for r in res.items], res.took_ms
             ranked = tuple(by_doc.get(doc_id, frozenset()) for doc_id, _ in hits)
             top = None
             if explain_misses and not config.baseline and not (ranked and ranked[0] & set(q.gold)):
                 explained = store.recall(q.text, q.namespace, config.k, params=config.params, now=q.now,
-                                         touch=False, explain=True)
+                                         touch=False, explain=True, fusion=config.fusion or LEXICAL)
                 top = explained.items[0] if explained.items else None
             outcomes.append(QueryOutcome(q, ranked, sum(len(c) for _, c in hits[:config.k]),
                                          ns_chars.get(q.namespace, 0), took, top))

@@ -15,6 +15,7 @@ RRF lost P@1 and recall there, as the issue's side-by-side measurement found.
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -24,6 +25,7 @@ from .errors import ConfigError, InvalidInput
 from .install import KNN_TEMPLATE, Names, installed_embedding
 
 FUSION_METHODS = ("convex", "rrf")
+QUERY_CACHE = 256  # query vectors a store keeps: an agent repeats queries, eval runs each one per config
 
 
 @dataclass(frozen=True)
@@ -106,6 +108,7 @@ class Semantic:
                               f"({embedder.dimensions}): run `esmem install --embedder ... --migrate`")
         self.engine, self.names, self.embedder = engine, Names(prefix), embedder
         self.fusion = fusion or Fusion()
+        self._queries: OrderedDict[str, list[float]] = OrderedDict()  # recent query vectors (LRU)
 
     def fill(self, docs: Sequence[dict[str, Any]]) -> None:
         """Embed every document that brings no vector; a given vector must have the index's size."""
@@ -119,7 +122,10 @@ class Semantic:
 
     def search(self, header: Mapping[str, Any], params: Mapping[str, Any], query: str) -> list[Any]:
         """The kNN leg's two `_msearch` lines: the stored recall_knn template with the query's vector."""
-        vector = embed_checked(self.embedder, [query])[0]
+        vector = self._queries.pop(query, None) or embed_checked(self.embedder, [query])[0]
+        self._queries[query] = vector
+        if len(self._queries) > QUERY_CACHE:
+            self._queries.popitem(last=False)
         return [dict(header), {"id": self.names.script(KNN_TEMPLATE), "params": {**params, "vector": vector}}]
 
 

@@ -132,7 +132,7 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *
         out.append(Artifact("script", names.script(stem),
                             {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
                             _digest(source)))
-        if stem == "recall":  # the kNN leg: the same filters and fusion, kNN similarity as relevance
+        if stem == "recall" and embedding:  # the kNN leg: the same filters and fusion, kNN similarity as relevance
             source = render(f"templates/search/{path.name}", {**variables, "leg": "knn"}, shared=frozenset(variables))
             out.append(Artifact("script", names.script(KNN_TEMPLATE),
                                 {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
