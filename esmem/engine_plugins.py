@@ -14,7 +14,7 @@ import shutil
 import zipfile
 from pathlib import Path
 
-JAR_VERSION = re.compile(r"^(?P<name>.+?)-\d[\w.]*\.jar$")
+JAR_VERSION = re.compile(r"^(?P<name>.+?)-\d[\w.\-]*\.jar$")  # as embedded_secure: artifact-version[-qualifier].jar
 
 
 def _descriptor(text: str) -> dict[str, str]:
