@@ -71,3 +71,31 @@ def merge_pairs_cmd(ctx: click.Context, path: Path, embedder: str, thresholds: s
         for row in rows:
             table.add_row(name, row["criterion"], f"{row['precision']:.2f}", f"{row['recall']:.2f}", f"{row['merges']:.0f}")
     out.print(table)
+
+
+def bench_hybrid(ctx: click.Context, embedder: str, size: int, namespaces: int, queries: int, k: int, seed: int,
+                 as_json: bool) -> None:
+    """`esmem bench --embedder`: esmem.bench_hybrid on one corpus size."""
+    import json
+
+    from rich.table import Table
+
+    from .bench_hybrid import run_hybrid, summary
+    from .cli_common import out
+    from .embedding import load_embedder
+
+    model = load_embedder(embedder)
+    if model is None:
+        fail("--embedder none: nothing hybrid to measure")
+    with err.status("bench") as status:
+        report = run_hybrid(_engine(ctx), ctx.obj["prefix"], model, size=size, namespaces=namespaces,
+                            queries=queries, k=k, seed=seed, advance=lambda stage: status.update(stage))
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    table = Table(title=f"hybrid recall ({model.name}, {size} memories, {namespaces} namespaces, {queries} queries, k={k})")
+    table.add_column("what")
+    table.add_column("measured")
+    for row in summary(report):
+        table.add_row(*row)
+    out.print(table)
