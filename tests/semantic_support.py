@@ -16,7 +16,7 @@ from esmem.errors import ConfigError
 
 @functools.lru_cache(maxsize=1)
 def _load():
-    from esmem.embedding import MiniLM
+    from esmem.domain.embedding import MiniLM
 
     return MiniLM()
 

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from esmem.embedding import CallableEmbedder, Embedder, embed_checked, load_embedder
+from esmem.domain.embedding import CallableEmbedder, Embedder, embed_checked, load_embedder
 from esmem.errors import ConfigError
 from semantic_support import minilm
 

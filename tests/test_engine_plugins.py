@@ -5,8 +5,8 @@ import zipfile
 
 import pytest
 
-from esmem import embedded, lockfile
-from esmem.engine_plugins import expand, unpack
+from esmem.engines import embedded, lockfile
+from esmem.engines.plugins import expand, unpack
 
 
 def _zip(path, names):

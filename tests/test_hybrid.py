@@ -9,15 +9,17 @@ from datetime import timedelta
 import pytest
 from click.testing import CliRunner
 
-from esmem import ranking
-from esmem.cli import cli
-from esmem.engine import Engine
+from esmem.cli.main import cli
+from esmem.domain import ranking
+from esmem.domain.hybrid import LEXICAL, Fusion, fuse, minmax, reembed, spec
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
-from esmem.hybrid import LEXICAL, Fusion, fuse, minmax, reembed, spec
-from esmem.install import KNN_TEMPLATE, check, install, installed_embedding
-from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams, parse_time
-from esmem.store import MemoryInput, MemoryStore
+from esmem.index.engine import Engine
+from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding
+from esmem.values import epoch_ms, parse_time
 from semantic_support import minilm
 
 NOW = parse_time("2026-10-08T12:00:00Z")
@@ -51,8 +53,11 @@ def test_install_maps_a_vector_field_sized_from_the_embedder(engine, semantic, p
 
 def test_without_an_embedder_the_index_and_store_are_lexical(engine, installed) -> None:
     assert installed_embedding(engine, installed) is None
+    store = MemoryStore(engine, installed, embedder=minilm())  # no I/O yet: refused on first use
     with pytest.raises(ConfigError, match="no vectors"):
-        MemoryStore(engine, installed, embedder=minilm())
+        store.recall("anything", "u")
+    with pytest.raises(ConfigError, match="no vectors"):
+        store.remember("a memory", "u")
 
 
 def test_writes_carry_the_models_vectors_and_a_wrong_size_is_refused(engine, semantic) -> None:
@@ -71,7 +76,7 @@ def test_knn_leg_scores_are_the_documented_formula_over_cosine(engine, semantic,
     params = RecallParams(mode=mode, half_life=timedelta(days=30), kind_half_lives={}, mmr=False)
     query = "pet cat"
     qv = minilm().embed([query])[0]
-    tp = {"namespace": "u", "query": query, "size": 10, "now": ranking.epoch_ms(NOW), "vector": qv,
+    tp = {"namespace": "u", "query": query, "size": 10, "now": epoch_ms(NOW), "vector": qv,
           **ranking.template_overrides(params)}
     resp = engine.request("POST", f"/{semantic.alias}/_search/template",
                           {"id": semantic.names.script(KNN_TEMPLATE), "params": tp}, {"routing": "u"})

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from esmem.errors import InvalidInput
-from esmem.merge_pairs import Pair, Scored, load_pairs, precision_recall, report, score_pairs
+from esmem.apps.merge_pairs import Pair, Scored, load_pairs, precision_recall, report, score_pairs
 from semantic_support import minilm
 
 DATASET = Path(__file__).resolve().parent.parent / "datasets" / "merge_pairs.jsonl"
