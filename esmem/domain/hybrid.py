@@ -10,8 +10,9 @@ Their two ranked lists are fused here, before MMR:
     rrf:              score = 1 / (rrf_k + rank_bm25) + 1 / (rrf_k + rank_knn)
 
 weight 0 is lexical esmem (no kNN search is sent). The default weight 0.3 was chosen on LoCoMo with
-MiniLM (README "Semantic relevance": `esmem eval --locomo ... --embedder minilm --sweep knn_weight=...`);
-RRF lost P@1 and recall there, as the issue's side-by-side measurement found.
+MiniLM (README "Semantic relevance": `esmem eval --locomo ... --embedder minilm --sweep knn_weight=...`:
+the weight that gains R@5/R@10 without losing P@1); RRF lost P@1 and recall in issue 16's side-by-side
+measurement (not re-run here).
 """
 from __future__ import annotations
 
