@@ -130,19 +130,32 @@ class Writer:
         if not self.merge.enabled and not any(d.get("supersedes") for _, d in pairs):
             return self._write_plain(pairs, dry_run)
         found = self._existing(pairs)
-        restated = self._restated([i for i, _ in pairs if i not in found])
+        fresh = [i for i, _ in pairs if i not in found]
+        head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
+        # One round trip for what the batch needs to know (#18): writes absorbed as duplicates, retires
+        # an interrupted run left behind, and the merge candidates of every memory up to the first replay.
+        searches = [self._restated_search(fresh)] if fresh else []
+        if head:
+            searches.append(self._superseded_by_search([i for i, _ in head]))
+            if self.merge.enabled:
+                searches += [self._lookup_search(d) for _, d in head]
+        if searches:
+            self.catalog.refresh()  # the retires and restates of earlier batches are searchable
+        responses = self.catalog.msearch(searches, "merge lookup") if searches else []
+        restated = self._restated_in(responses[0], fresh) if fresh else {}
         known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
         if known(pairs[0]):
-            head = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
-            return self._replay(pairs[:head], found, restated, dry_run)
-        batch = pairs[:next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))]
+            end = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
+            return self._replay(pairs[:end], found, restated, dry_run)
+        batch = pairs[:next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))]  # a prefix of head
+        in_batch = {i for i, _ in batch}
         resumed: dict[str, list[str]] = defaultdict(list)
-        for winner, loser in self._superseded_by([i for i, _ in batch]):
-            resumed[winner].append(loser)
+        for winner, loser in self._superseded_in(responses[1]):
+            if winner in in_batch:
+                resumed[winner].append(loser)
         if self.merge.enabled:
-            responses = self.catalog.msearch([self._lookup_search(d) for _, d in batch], "merge lookup")
             decisions = [decide(d["content"], d["kind"], candidates(r), self.merge, d["valid_from"])
-                         for (_, d), r in zip(batch, responses)]
+                         for (_, d), r in zip(batch, responses[2:])]
         else:
             decisions = [Decision("add") for _ in batch]
         decisions = [self._explicit(d, doc_id) if d.get("supersedes") else
@@ -185,11 +198,13 @@ class Writer:
         """The documents already stored under these ids (a replay, a retry, a resumed import)."""
         return self.catalog.mget([(i, d["namespace"]) for i, d in pairs])
 
-    def _restated(self, ids: Sequence[str]) -> dict[str, str]:
+    @staticmethod
+    def _restated_search(ids: Sequence[str]) -> Search:
+        return Search("restated", {"size": len(ids), "ids_json": json.dumps(list(ids))})
+
+    @staticmethod
+    def _restated_in(resp: Mapping[str, Any], ids: Sequence[str]) -> dict[str, str]:
         """Ids of earlier writes that were absorbed as duplicates -> the memory they reinforced."""
-        if not ids:
-            return {}
-        resp = self.catalog.search(Search("restated", {"size": len(ids), "ids_json": json.dumps(list(ids))}))
         wanted, out = set(ids), {}
         for h in resp["hits"]["hits"]:
             by = h["_source"].get("restated_by") or []
@@ -331,13 +346,20 @@ class Writer:
                 return dec
         raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
 
+    @staticmethod
+    def _superseded_by_search(ids: Sequence[str]) -> Search:
+        return Search("superseded_by", {"ids_json": json.dumps(list(ids))})
+
+    @staticmethod
+    def _superseded_in(resp: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """(winner, loser) for every memory retired in favour of one of the searched ids."""
+        return [(h["_source"]["superseded_by"], h["_id"]) for h in resp["hits"]["hits"]]
+
     def _superseded_by(self, ids: Sequence[str]) -> list[tuple[str, str]]:
-        """(winner, loser) for every memory whose `superseded_by` is one of `ids`."""
         if not ids:
             return []
         self.catalog.refresh()
-        resp = self.catalog.search(Search("superseded_by", {"ids_json": json.dumps(list(ids))}))
-        return [(h["_source"]["superseded_by"], h["_id"]) for h in resp["hits"]["hits"]]
+        return self._superseded_in(self.catalog.search(self._superseded_by_search(ids)))
 
     def _repair(self, done: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         """Make the links of memories written before symmetric again (a cut between a retire and
