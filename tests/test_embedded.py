@@ -88,7 +88,9 @@ def test_no_maven_and_no_compiler_are_needed(tmp_path, engine_url) -> None:
             assert json.load(resp)["version"]["number"] == "2.19.6"
         state = json.loads((tmp_path / "home" / "engine" / "engine.json").read_text())
         assert "engine/launcher/opensearch-2/classes" in state["nodes"][0]["cmd"][state["nodes"][0]["cmd"].index("-cp") + 1]
-        cached = list((tmp_path / "home" / "jars").rglob("*.jar"))
+        cached = [*(tmp_path / "home" / "jars").rglob("*.jar"), *(tmp_path / "home" / "jars").rglob("*.zip")]
         assert len(cached) == len(lockfile.read_lock(embedded.engine_dir(), "opensearch-2"))
+        # the k-NN plugin zip of the lock is unpacked and its plugin class handed to the node
+        assert "-Desmem.plugins=org.opensearch.knn.plugin.KNNPlugin" in state["nodes"][0]["cmd"]
     finally:
         subprocess.run(["esmem", "engine", "down"], env=env, capture_output=True, timeout=120)

@@ -28,6 +28,8 @@ from esmem.index.catalog import Search
 from esmem.index.engine import Engine
 from esmem.index.install import install, uninstall
 from esmem.values import iso, parse_bool, parse_time
+from esmem.domain.embedding import Embedder
+from esmem.domain.hybrid import FUSION_KEYS, LEXICAL, Fusion, fusion_from_strings, spec
 
 BASELINES = ("recency", "bm25")
 MERGE_KEYS = {"min_bm25": float, "min_overlap": float, "dup_overlap": float, "merge": bool}
@@ -171,10 +173,12 @@ class RunConfig:
     merge: MergePolicy = field(default_factory=MergePolicy)
     k: int = 5
     baseline: str | None = None
+    fusion: Fusion | None = None  # with an embedder: how the kNN leg joins (None = lexical esmem)
 
     def as_dict(self) -> dict[str, Any]:
         return {"k": self.k, "baseline": self.baseline, "merge": self.merge.__dict__ | {
-            "never_supersede": list(self.merge.never_supersede)}, "recall": self.params.as_dict()}
+            "never_supersede": list(self.merge.never_supersede)}, "recall": self.params.as_dict(),
+            **({"fusion": self.fusion.__dict__} if self.fusion else {})}
 
 
 def split_overrides(pairs: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
@@ -194,34 +198,49 @@ def split_overrides(pairs: Mapping[str, str]) -> tuple[dict[str, str], dict[str,
 
 
 def plan_runs(sets: Mapping[str, str], k: int, *, sweep: str | None = None, baseline: str | None = None,
-              merge: bool = True, locomo: bool = False) -> list[tuple[str, RunConfig]]:
+              merge: bool = True, locomo: bool = False, semantic: bool = False) -> list[tuple[str, RunConfig]]:
     """The labelled runs of one `esmem eval`: the `--set` overrides, each value of a `--sweep key=v1,v2`,
-    or esmem beside the plain BM25 baseline on LoCoMo."""
-    recall_pairs, merge_pairs = split_overrides(sets)
+    or esmem beside the plain BM25 baseline on LoCoMo. `semantic` (an embedder is given): also esmem
+    hybrid (and on LoCoMo the kNN leg alone); `knn_weight`, `fusion`, `rrf_k` set or sweep the fusion."""
+    pairs = dict(sets)
+    fusion_pairs = {key: pairs.pop(key) for key in list(pairs) if key in FUSION_KEYS}
+    if (fusion_pairs or (sweep or "").split("=")[0].strip() in FUSION_KEYS) and not semantic:
+        raise InvalidInput("knn_weight / fusion / rrf_k need --embedder")
+    fusion = fusion_from_strings(Fusion(), fusion_pairs) if semantic else None
+    recall_pairs, merge_pairs = split_overrides(pairs)
     if not merge:
         merge_pairs["enabled"] = False
-    base = RunConfig(params_from_strings(RecallParams(), recall_pairs), MergePolicy(**merge_pairs), k, baseline)
+    base = RunConfig(params_from_strings(RecallParams(), recall_pairs), MergePolicy(**merge_pairs), k, baseline,
+                     fusion)
     if sweep:
         key, _, values = sweep.partition("=")
         if not values:
             raise InvalidInput("--sweep takes key=v1,v2,...")
         runs = []
         for v in values.split(","):
+            if key.strip() in FUSION_KEYS:
+                runs.append((f"{key}={v}", replace(base, fusion=fusion_from_strings(fusion or Fusion(),
+                                                                                    {key.strip(): v.strip()}))))
+                continue
             r_pairs, m_pairs = split_overrides({key.strip(): v.strip()})
             runs.append((f"{key}={v}", RunConfig(params_from_strings(base.params, r_pairs),
-                                                  MergePolicy(**{**base.merge.__dict__, **m_pairs}), k, baseline)))
+                                                  MergePolicy(**{**base.merge.__dict__, **m_pairs}), k, baseline,
+                                                  fusion)))
         return runs
+    lexical = replace(base, fusion=None)
     if locomo and not baseline:
-        return [("esmem", base), ("bm25 baseline", RunConfig(base.params, base.merge, k, "bm25"))]
-    return [(baseline or "esmem", base)]
+        return [("esmem", lexical)] + ([("esmem hybrid", base), ("kNN leg alone", replace(base, fusion=Fusion(weight=1.0)))]
+                                       if semantic else []) + [("bm25 baseline", RunConfig(base.params, base.merge, k, "bm25"))]
+    return [(baseline or "esmem", lexical)] + ([("esmem hybrid", base)] if semantic and not baseline else [])
 
 
 class Evaluation:
     """Ingest a dataset once per merge policy into a throwaway prefix; run queries per config."""
 
-    def __init__(self, engine: Engine, dataset: Dataset, prefix: str | None = None):
+    def __init__(self, engine: Engine, dataset: Dataset, prefix: str | None = None, embedder: Embedder | None = None):
         self.engine = engine
         self.dataset = dataset
+        self.embedder = embedder  # memories get vectors; runs with a `fusion` add the kNN leg
         self.base_prefix = prefix or "esmem-eval"
         self._stores: dict[tuple, tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]] = {}
 
@@ -230,10 +249,10 @@ class Evaluation:
         if key in self._stores:
             return self._stores[key]
         prefix = f"{self.base_prefix}-{uuid.uuid4().hex[:8]}"
-        install(self.engine, prefix)
+        install(self.engine, prefix, embedding=spec(self.embedder) if self.embedder else None)
         first_now = min((q.now for q in self.dataset.queries), default=datetime.now(timezone.utc))
         store = MemoryStore(self.engine, prefix, merge=merge, clock=lambda: first_now,
-                            max_future=timedelta(days=36500))
+                            max_future=timedelta(days=36500), embedder=self.embedder)
         results = store.remember_many([m for _, m in self.dataset.memories])
         by_doc: dict[str, set[str]] = {}
         for (mid, _), res in zip(self.dataset.memories, results):
@@ -260,13 +279,14 @@ class Evaluation:
             elif config.baseline == "bm25":
                 hits, took = self._bm25(store, q, depth)
             else:
-                res = store.recall(q.text, q.namespace, depth, params=config.params, now=q.now, touch=False)
+                res = store.recall(q.text, q.namespace, depth, params=config.params, now=q.now, touch=False,
+                                   fusion=config.fusion or LEXICAL)
                 hits, took = [(r.memory.id, r.memory.content) for r in res.items], res.took_ms
             ranked = tuple(by_doc.get(doc_id, frozenset()) for doc_id, _ in hits)
             top = None
             if explain_misses and not config.baseline and not (ranked and ranked[0] & set(q.gold)):
                 explained = store.recall(q.text, q.namespace, config.k, params=config.params, now=q.now,
-                                         touch=False, explain=True)
+                                         touch=False, explain=True, fusion=config.fusion or LEXICAL)
                 top = explained.items[0] if explained.items else None
             outcomes.append(QueryOutcome(q, ranked, sum(len(c) for _, c in hits[:config.k]),
                                          ns_chars.get(q.namespace, 0), took, top))

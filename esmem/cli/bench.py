@@ -98,13 +98,19 @@ def targets_table(report: Mapping[str, Any]) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also save a latency/throughput chart (PNG; needs matplotlib).")
+@click.option("--embedder", default=None, help="minilm: instead, the hybrid path vs the BM25 floor on the "
+              "first size (embedding time apart, ingest with vectors, bytes per memory).")
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
-           merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None) -> None:
+           merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None, embedder: str | None) -> None:
     """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
     fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
     if namespaces > min(sizes):
         raise click.BadParameter(f"{namespaces} namespaces do not fit {min(sizes)} memories", param_hint="--namespaces")
+    if embedder:
+        from esmem.cli.semantic import bench_hybrid
+
+        return bench_hybrid(ctx, embedder, sizes[0], namespaces, queries, k, seed, as_json)
     if plot_to is not None:
         plots.require()  # before the run, not after it
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -45,8 +45,11 @@ def _engine(ctx: click.Context) -> Engine:
     return Engine(ConnectionConfig.from_env(url=ctx.obj["url"], **overrides))
 
 
-def _store(ctx: click.Context, params: RecallParams | None = None) -> MemoryStore:
-    return MemoryStore(_engine(ctx), ctx.obj["prefix"], params=params)
+def _store(ctx: click.Context, params: RecallParams | None = None, **options: Any) -> MemoryStore:
+    from esmem.domain.hybrid import embedder_for
+
+    eng = _engine(ctx)  # an index installed with an embedder gets its vectors and kNN leg from the CLI too
+    return MemoryStore(eng, ctx.obj["prefix"], params=params, embedder=embedder_for(eng, ctx.obj["prefix"]), **options)
 
 
 def resolve_query(query: str | None, messages_path: str | None) -> str:

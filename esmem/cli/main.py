@@ -158,14 +158,23 @@ def engine_down(flavour: str) -> None:
 @click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True)
 @click.option("--policy", "policy_path", default=None,
               help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
+@click.option("--embedder", default=None,
+              help="minilm: vectors + kNN leg (needs esmem[semantic]); none: lexical only. Default: as installed.")
 @click.pass_context
-def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None) -> None:
+def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None,
+            embedder: str | None) -> None:
     """Put the index template, index + alias, stored scripts and search templates (idempotent);
     the policy's ranking defaults go into the stored templates, so every client gets them."""
+    from esmem.domain.embedding import load_embedder
+    from esmem.domain.hybrid import spec
+    from esmem.index.install import KEEP
+
     eng = _engine(ctx)
     params, evergreen = _policy_defaults(policy_path)
+    model = load_embedder(embedder) if embedder else None
     report = install_artifacts(eng, ctx.obj["prefix"], migrate=migrate, shards=shards, replicas=replicas,
-                               params=params, evergreen_kinds=evergreen)
+                               params=params, evergreen_kinds=evergreen,
+                               embedding=KEEP if embedder is None else (spec(model) if model else None))
     for name in report.created:
         click.echo(f"created  {name}")
     for name in report.updated:
@@ -280,7 +289,7 @@ def result_json(res: RecallResult) -> dict[str, Any]:
             "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
                        "rank_before_mmr": r.rank_before_mmr,
-                       "terms": dict(r.terms)} for r in res.items],
+                       "terms": dict(r.terms), "legs": {k: dict(v) for k, v in r.legs.items()}} for r in res.items],
             "recent": [mem(m) for m in res.recent], "took_ms": res.took_ms}
 
 
@@ -298,6 +307,9 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
         for i, r in enumerate(res.items, 1):
             terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
             out.print(f"  #{i} terms: {terms or '(no lexical match)'}")
+            if r.legs:  # hybrid recall: each leg's engine score and rank
+                out.print("     legs: " + "  ".join(f"{leg} #{int(v['rank'])} {v['score']:.4f}"
+                                                     for leg, v in sorted(r.legs.items())))
     if res.recent:
         out.print("recent:")
         for m in res.recent:
@@ -351,7 +363,7 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
     from esmem.domain.jsonl import read_jsonl
 
     items, line_of = read_jsonl(str(file), namespace)
-    store = MemoryStore(_engine(ctx), ctx.obj["prefix"], merge=MergePolicy(enabled=not no_merge))
+    store = _store(ctx, merge=MergePolicy(enabled=not no_merge))
     done = [0]
 
     def advance(n: int) -> None:
@@ -423,13 +435,16 @@ def _metric_row(m: dict[str, float]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
+@click.option("--embedder", default=None, help="minilm: also run esmem hybrid (kNN leg fused with BM25; "
+              "--set knn_weight=, fusion=convex|rrf, rrf_k=).")
 @click.pass_context
 def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
           sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
-          misses: bool) -> None:
+          misses: bool, embedder: str | None) -> None:
     """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
     from esmem.apps import evaluate as ev
     from esmem.apps import plots
+    from esmem.domain.embedding import load_embedder
 
     if (dataset is None) == (locomo is None):
         fail("give either a DATASET file or --locomo DIR")
@@ -439,8 +454,10 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
     data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
     if dropped:
         err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
-    runs = ev.plan_runs(_pairs(sets), k, sweep=sweep, baseline=baseline, merge=not no_merge, locomo=bool(locomo))
-    evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval")
+    model = load_embedder(embedder)
+    runs = ev.plan_runs(_pairs(sets), k, sweep=sweep, baseline=baseline, merge=not no_merge, locomo=bool(locomo),
+                        semantic=model is not None)
+    evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval", embedder=model)
     results = []
     try:
         from rich.progress import Progress
@@ -513,8 +530,10 @@ def _register() -> None:
     from esmem.cli.bench import bench_cmd
     from esmem.cli.grant import grant_cmd, revoke_cmd
     from esmem.cli.mcp import mcp_cmd
+    from esmem.cli.semantic import embed_cmd, merge_pairs_cmd
 
-    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd):
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd, embed_cmd,
+                    merge_pairs_cmd):
         cli.add_command(command)
 
 

@@ -11,6 +11,8 @@ from typing import Any, Callable, Iterable, Mapping
 
 from esmem.domain import ranking
 from esmem.domain.analysis import token_set, truncate_query
+from esmem.domain import hybrid
+from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.mmr import cosine, jaccard, mmr
 from esmem.domain.ranking import RecallParams
 from esmem.domain.types import Memory, Recalled, RecallResult
@@ -27,8 +29,10 @@ POLICY_TTL = 5.0  # seconds a store keeps its copy of the installed ranking poli
 class Recaller:
     """Reads memories of any namespace under one installed prefix."""
 
-    def __init__(self, catalog: Catalog, params: RecallParams | None, clock: Callable[[], datetime]):
+    def __init__(self, catalog: Catalog, params: RecallParams | None, clock: Callable[[], datetime],
+                 semantic: Semantic | None = None):
         self.catalog = catalog
+        self.semantic = semantic  # optional kNN leg (esmem/domain/hybrid.py)
         self.params = params  # None: the ranking policy installed in the cluster
         self.clock = clock
         self._installed: tuple[float, RecallParams] | None = None
@@ -55,7 +59,7 @@ class Recaller:
 
     def recall(self, query: str, namespace: str, k: int = 5, *, params: RecallParams | None = None,
                now: datetime | str | None = None, as_of: datetime | str | None = None,
-               touch: bool = True, explain: bool = False) -> RecallResult:
+               touch: bool = True, explain: bool = False, fusion: Fusion | None = None) -> RecallResult:
         """Top-k memories of `namespace` for `query`, ranked in the engine, diversified by MMR.
 
         The stored `recall` template is called as any client calls it: namespace, query, size,
@@ -83,8 +87,13 @@ class Recaller:
                                               **({"as_of": tp["as_of"]} if as_of_t else {})}, routing=namespace))
         if explain:
             searches.append(Search("recall", {**tp, "rel_only": True}, routing=namespace, explain=True))
+        fuse = (fusion or self.semantic.fusion) if self.semantic else None
+        if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
+            searches.append(self.semantic.search(tp, query, routing=namespace))  # type: ignore[union-attr]
         responses = self.catalog.msearch(searches, "recall")
         hits = responses[0]["hits"]["hits"]
+        if fuse and not fuse.lexical_only:
+            hits = hybrid.fuse(hits, responses.pop()["hits"]["hits"], fuse)[:size]
         terms_by_id: dict[str, dict[str, float]] = {}
         if explain:
             for h in responses[-1]["hits"]["hits"]:
@@ -124,12 +133,13 @@ class Recaller:
             src = h["_source"]
             rec = ranking.recency(src, p, now)
             imp = float(src.get("importance", 1.0))
+            engine_score = float(h.get("_engine_score", h["_score"]))  # hybrid: a leg's score, not the fused one
             out.append(Recalled(
                 memory=Memory.from_hit(h["_id"], src), score=float(h["_score"]),
-                rel=ranking.invert_rel(float(h["_score"]), rec, imp, p), recency=rec,
+                rel=ranking.invert_rel(engine_score, rec, imp, p), recency=rec,
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
-                terms=terms_by_id.get(h["_id"], {})))
+                terms=terms_by_id.get(h["_id"], {}), legs=h.get("_legs", {})))
         return out
 
     def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:

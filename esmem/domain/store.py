@@ -8,6 +8,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Sequence
 
+from esmem.domain.embedding import Embedder
+from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.importance import Scorer, rule_scorer
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
@@ -26,14 +28,18 @@ class MemoryStore:
     def __init__(self, engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
                  merge: MergePolicy | None = None, scorer: Scorer = rule_scorer,
                  max_content_bytes: int = 64 * 1024, max_future: timedelta = timedelta(days=1),
-                 clock: Callable[[], datetime] = utcnow):
+                 clock: Callable[[], datetime] = utcnow, embedder: Embedder | None = None,
+                 fusion: Fusion | None = None):
         self.engine = engine
         self.catalog = Catalog(engine, prefix)
         self.names = self.catalog.names
         self.merge = merge or MergePolicy()
         self.scorer, self.clock = scorer, clock
-        self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock)
-        self.recaller = Recaller(self.catalog, params, clock)
+        # optional semantic leg (esmem/domain/hybrid.py): vectors on write, kNN leg fused into recall
+        self.semantic = Semantic(self.catalog, embedder, fusion) if embedder is not None else None
+        self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock,
+                             self.semantic)
+        self.recaller = Recaller(self.catalog, params, clock, self.semantic)
 
     @property
     def params(self) -> RecallParams | None:
@@ -58,10 +64,11 @@ class MemoryStore:
 
     def recall(self, query: str, namespace: str, k: int = 5, *, params: RecallParams | None = None,
                now: datetime | str | None = None, as_of: datetime | str | None = None,
-               touch: bool = True, explain: bool = False) -> RecallResult:
-        """Top-k memories of `namespace` for `query`, ranked in the engine, diversified by MMR."""
+               touch: bool = True, explain: bool = False, fusion: Fusion | None = None) -> RecallResult:
+        """Top-k memories of `namespace` for `query`, ranked in the engine, diversified by MMR
+        (`fusion`: how the kNN leg joins, with an embedder; default the store's)."""
         return self.recaller.recall(query, namespace, k, params=params, now=now, as_of=as_of, touch=touch,
-                                    explain=explain)
+                                    explain=explain, fusion=fusion)
 
     def installed_params(self) -> RecallParams:
         """The ranking policy installed in the cluster (re-read at most every few seconds)."""

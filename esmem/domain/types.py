@@ -94,6 +94,7 @@ class Recalled:
     mmr_penalty: float = 0.0
     rank_before_mmr: int = 0
     terms: Mapping[str, float] = field(default_factory=dict)
+    legs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # hybrid: {leg: {score, rank}}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
 from esmem.domain.analysis import truncate_query
+from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
 from esmem.domain.merge import Candidate, Decision, MergePolicy, decide, overlap
 from esmem.domain.merge import jaccard as text_jaccard
@@ -34,8 +35,9 @@ class Writer:
     """Writes memories of any namespace under one installed prefix."""
 
     def __init__(self, catalog: Catalog, merge: MergePolicy, scorer: Scorer, limits: Limits,
-                 clock: Callable[[], datetime]):
+                 clock: Callable[[], datetime], semantic: Semantic | None = None):
         self.catalog = catalog
+        self.semantic = semantic  # optional (esmem/domain/hybrid.py): every memory gets a vector
         self.merge = merge
         self.scorer = scorer
         self.limits = limits
@@ -54,6 +56,8 @@ class Writer:
         if todo:
             for d, (score, rule) in zip(todo, score_batch(self.scorer, [d["content"] for d in todo])):
                 d["importance"], d["importance_rule"] = score, rule
+        if self.semantic:
+            self.semantic.fill([d for _, d in docs])
         return docs
 
     def _lookup_search(self, doc: Mapping[str, Any]) -> Search:

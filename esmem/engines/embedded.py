@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from esmem.engines import lockfile
+from esmem.engines import plugins as engine_plugins
 from esmem.errors import EngineUnavailable, EsmemError
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
@@ -107,19 +108,27 @@ def classpath(name: str | None = None) -> str:
     ESMEM_ENGINE_FROM=lockfile|maven chooses; by default the lock is used while it was made from
     exactly the current engine/ sources, and Maven builds otherwise (someone changed the pom or the
     launcher and has not run `esmem engine lock`)."""
+    return os.pathsep.join(_classpath(name)[0])
+
+
+def _classpath(name: str | None = None, *, secure: bool = False) -> tuple[list[str], list[str]]:
+    """Classpath entries and the plugin classes of the plugin zips on it (engine_plugins)."""
     fl = flavour(name)
     project = engine_dir()
     how = os.environ.get("ESMEM_ENGINE_FROM", "auto")
     if how not in ("auto", "lockfile", "maven"):
         raise EsmemError(f"ESMEM_ENGINE_FROM must be auto, lockfile or maven, not {how!r}")
     current = lockfile.is_current(project, fl.name, _source_digest(project))
-    if how == "lockfile" or (how == "auto" and current):
+    if not secure and (how == "lockfile" or (how == "auto" and current)):
         if not current:
             raise EsmemError(f"engine/launcher/{fl.name} was not made from the current engine/ sources: "
                              f"run `esmem engine lock --engine {fl.name}`")
-        return os.pathsep.join(str(p) for p in lockfile.fetch(project, fl.name, home_dir() / "jars"))
-    target = build(fl.name, project)
-    return f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*"
+        entries = lockfile.fetch(project, fl.name, home_dir() / "jars")
+    else:  # the secured engine's security plugin comes from the Maven build (-Psecure), not the lock
+        target = build(fl.name, project, secure=secure)
+        entries = [target / "classes", *sorted((target / "lib").glob("*.jar")), *sorted((target / "lib").glob("*.zip"))]
+    paths, plugins = engine_plugins.expand(entries, home_dir() / "plugins")
+    return [str(p) for p in paths], plugins
 
 
 def _maven(fl: Flavour) -> tuple[str, dict[str, str]]:
@@ -287,12 +296,11 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
                          f"{running.url} for this ESMEM_HOME: `esmem engine down` first")
     if running and all(_alive(p) for p in running.pids) and running_health(running):
         return running
-    if secure:  # the security plugin's jars come from the Maven build (-Psecure), not from the lock
+    entries, plugins = _classpath(fl.name, secure=secure)
+    cp = os.pathsep.join(entries)
+    if secure:
         target = build(fl.name, secure=True)
-        cp = f"{target / 'classes'}{os.pathsep}{target / 'lib'}/*"
-    else:
-        cp = classpath(fl.name)
-    props: list[str] = []
+    props = [f"-Desmem.plugins={','.join(plugins)}"] if plugins else []
     java = find_java(fl.java)
     home.mkdir(mode=0o700, parents=True, exist_ok=True)
     home.chmod(0o700)  # memories are private: the node's files are created 0600 / 0700 (umask below)
@@ -310,8 +318,10 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
             from esmem.engines import embedded_secure
 
             embedded_secure.configure(home, node_home, target)
-            cp = os.pathsep.join([cp, *embedded_secure.classpath(target)])
-            props = [f"-Desmem.plugins={embedded_secure.PLUGIN_CLASS},{embedded_secure.GUARD_CLASS}",
+            # the security plugin's jars before the plugin zips' jars: for a jar both bring, its version wins
+            zipped = [e for e in entries if Path(e).is_relative_to(home_dir() / "plugins")]
+            cp = os.pathsep.join([*(e for e in entries if e not in zipped), *embedded_secure.classpath(target), *zipped])
+            props = [f"-Desmem.plugins={','.join([*plugins, embedded_secure.PLUGIN_CLASS, embedded_secure.GUARD_CLASS])}",
                      f"-Dlog4j2.configurationFile={embedded_secure.log_config(node_home)}"]
         if nodes > 1:
             node_home = node_home / names[i]

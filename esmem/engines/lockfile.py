@@ -30,10 +30,11 @@ class Jar:
     version: str
     classifier: str
     sha256: str
+    type: str = "jar"  # "zip": a plugin zip (esmem.engine_plugins unpacks it)
 
     @property
     def file_name(self) -> str:
-        return f"{self.artifact}-{self.version}{'-' + self.classifier if self.classifier else ''}.jar"
+        return f"{self.artifact}-{self.version}{'-' + self.classifier if self.classifier else ''}.{self.type}"
 
     @property
     def path(self) -> str:
@@ -42,7 +43,7 @@ class Jar:
 
     def line(self) -> str:
         coords = f"{self.group}:{self.artifact}:{self.version}" + (f":{self.classifier}" if self.classifier else "")
-        return f"{coords} {self.sha256}"
+        return f"{coords}{'' if self.type == 'jar' else '@' + self.type} {self.sha256}"
 
 
 def launcher_dir(project: Path, engine: str) -> Path:
@@ -54,8 +55,9 @@ def read_lock(project: Path, engine: str) -> list[Jar]:
     for line in (launcher_dir(project, engine) / "jars.lock").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             coords, sha = line.split()
+            coords, _, kind = coords.partition("@")
             g, a, v, *c = coords.split(":")
-            jars.append(Jar(g, a, v, c[0] if c else "", sha))
+            jars.append(Jar(g, a, v, c[0] if c else "", sha, kind or "jar"))
     return jars
 
 
@@ -89,9 +91,9 @@ def write(project: Path, engine: str, profile: str | None, target: Path, digest:
             parts = line.strip().split(" -- ")[0].split(":")
             if len(parts) not in (6, 7):
                 continue
-            g, a, _type, *rest = parts
+            g, a, kind, *rest = parts
             classifier, version = (rest[0], rest[1]) if len(parts) == 7 else ("", rest[0])
-            jars.append(Jar(g, a, version, classifier, _sha256(Path(parts[-1]))))
+            jars.append(Jar(g, a, version, classifier, _sha256(Path(parts[-1])), kind))
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(target / "classes", out / "classes")  # the launcher and its log4j2.properties
@@ -102,7 +104,7 @@ def write(project: Path, engine: str, profile: str | None, target: Path, digest:
 
 
 def fetch(project: Path, engine: str, cache: Path) -> list[Path]:
-    """Every jar of the lock in `cache` (downloaded once, checked against its SHA-256); the classpath."""
+    """Every jar (and plugin zip) of the lock in `cache` (downloaded once, checked against its SHA-256)."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
     jars = read_lock(project, engine)

@@ -13,7 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, Mapping
 
 from esmem.domain.fusion import MODES
 from esmem.domain.merge import MergePolicy
@@ -77,10 +77,30 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> dict[str, Any]:
+KEEP = "keep"  # install's `embedding` default: whatever embedder the live index has (none on a fresh install)
+
+
+def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0,
+               embedding: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`embedding`: {"name", "dimensions"} of the embedder (esmem.hybrid.spec), or None (lexical only)."""
     return render_json("templates/index_template.json.j2", {
         "prefix": prefix, "family": engine.info.family, "major": engine.info.major, "k1": engine.info.K1,
-        "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords()))})
+        "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords())),
+        "embedding": dict(embedding) if embedding else None})
+
+
+def installed_embedding(engine: Engine, prefix: str) -> dict[str, Any] | None:
+    """The embedder the live index was built for (its mapping's _meta), or None."""
+    live = current_index(engine, prefix)
+    if live is None:
+        return None
+    mappings = engine.request("GET", f"/{live}/_mapping")[live]["mappings"]
+    found = (mappings.get("_meta") or {}).get("esmem_embedder")
+    return {"name": found["name"], "dimensions": int(found["dimensions"])} if found else None
+
+
+def _embedding(engine: Engine, prefix: str, embedding: Mapping[str, Any] | None | str) -> dict[str, Any] | None:
+    return installed_embedding(engine, prefix) if embedding == KEEP else (dict(embedding) if embedding else None)
 
 
 RECENT_SIZE = 10  # the `recent` template's default size
@@ -94,13 +114,15 @@ def search_variables(prefix: str, params: RecallParams | None = None,
 
 
 def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *,
-              params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = ()) -> list[Artifact]:
+              params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = (),
+              embedding: Mapping[str, Any] | None = None) -> list[Artifact]:
     """Everything `install` puts, rendered from the repo's files and the ranking policy."""
     names = Names(prefix)
     root = assets_root()
     # the engine's BM25 scale (EngineInfo.bm25_boost) goes with the policy into the lexical clauses
-    variables = {**search_variables(prefix, params, evergreen_kinds), "bm25_boost": engine.info.bm25_boost}
-    body = index_body(engine, prefix, shards, replicas)
+    variables = {**search_variables(prefix, params, evergreen_kinds), "bm25_boost": engine.info.bm25_boost,
+                 "family": engine.info.family, "leg": "bm25"}
+    body = index_body(engine, prefix, shards, replicas, embedding)
     out = [Artifact("index_template", names.index_template, body, _digest(body["template"]))]
     for path in sorted((root / "painless").glob("*.painless")):
         source = render(f"painless/{path.name}", {"fusions": MODES}, shared=frozenset({"fusions"}))
@@ -112,7 +134,15 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *
         out.append(Artifact("script", names.script(stem),
                             {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
                             _digest(source)))
+        if stem == "recall" and embedding:  # the kNN leg: the same filters and fusion, kNN similarity as relevance
+            source = render(f"templates/search/{path.name}", {**variables, "leg": "knn"}, shared=frozenset(variables))
+            out.append(Artifact("script", names.script(KNN_TEMPLATE),
+                                {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
+                                _digest(source)))
     return out
+
+
+KNN_TEMPLATE = "recall_knn"
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, str]:
@@ -165,13 +195,20 @@ def current_index(engine: Engine, prefix: str) -> str | None:
 
 
 def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, shards: int = 1, replicas: int = 0,
-            params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = ()) -> InstallReport:
+            params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = (),
+            embedding: Mapping[str, Any] | None | str = KEEP) -> InstallReport:
     """PUT what is missing or different; create the versioned index + alias if missing. `params`
-    (a policy's RecallParams, default esmem's) become the defaults of the stored templates."""
+    (a policy's RecallParams, default esmem's) become the defaults of the stored templates.
+    `embedding` ({"name", "dimensions"}; None = lexical only; default: keep the live index's) sizes
+    the vector field; changing it is a mapping change (`migrate`), which drops the old vectors:
+    re-embed them with `esmem embed` (esmem.hybrid.reembed)."""
     report = InstallReport()
     names = Names(prefix)
     index_digest = ""
-    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds):
+    old_embedding = installed_embedding(engine, prefix)
+    embedding = old_embedding if embedding == KEEP else (dict(embedding) if embedding else None)
+    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds,
+                         embedding=embedding):
         if art.kind == "index_template":
             index_digest = art.digest
             installed = _installed_template(engine, art.name)
@@ -197,8 +234,12 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
         report.unchanged.append(f"index {live}")
     elif migrate:
         engine.request("PUT", f"/{wanted_index}", {})
-        engine.request("POST", "/_reindex", {"source": {"index": live}, "dest": {"index": wanted_index}},
-                       {"wait_for_completion": "true", "refresh": "true"})
+        reindex: dict[str, Any] = {"source": {"index": live}, "dest": {"index": wanted_index}}
+        if embedding != old_embedding:  # vectors of another model (or size) cannot be kept
+            reindex["script"] = {"lang": "painless", "source": "ctx._source.remove('embedding')"}
+            if embedding:
+                report.notes.append(f"vectors dropped (new embedder {embedding['name']}): run `esmem embed`")
+        engine.request("POST", "/_reindex", reindex, {"wait_for_completion": "true", "refresh": "true"})
         engine.request("POST", "/_aliases", {"actions": [
             {"remove": {"index": live, "alias": names.alias}},
             {"add": {"index": wanted_index, "alias": names.alias, "is_write_index": True}}]})
@@ -210,7 +251,7 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
 
 
 def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
-          evergreen_kinds: tuple[str, ...] = ()) -> list[str]:
+          evergreen_kinds: tuple[str, ...] = (), embedding: Mapping[str, Any] | None | str = KEEP) -> list[str]:
     """What differs between the cluster and the repo rendered with the policy (`params`, default
     esmem's), one line per artifact and one per installed default that differs ([] = no drift).
 
@@ -226,7 +267,8 @@ def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None 
     replicas = int(topology.get("index.number_of_replicas", 0))
     if _installed_script(engine, names.script("recall")) is not None:
         drift += [f"default {line}" for line in policy_drift(engine, prefix, params or RecallParams(), evergreen_kinds)]
-    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds):
+    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds,
+                         embedding=_embedding(engine, prefix, embedding)):
         if art.kind == "index_template":
             index_digest, wanted_mappings = art.digest, art.body["template"]["mappings"]
             installed = _installed_template(engine, art.name)
@@ -272,7 +314,8 @@ def uninstall(engine: Engine, prefix: str, *, delete_data: bool = True) -> list[
             removed.append(f"index {row['index']} (alias {names.alias})")
     root = assets_root()
     stems = [p.stem for p in (root / "painless").glob("*.painless")] + \
-        [p.name.removesuffix(".mustache.j2") for p in (root / "templates" / "search").glob("*.mustache.j2")]
+        [p.name.removesuffix(".mustache.j2") for p in (root / "templates" / "search").glob("*.mustache.j2")] + \
+        [KNN_TEMPLATE]
     targets = [(f"/_index_template/{names.index_template}", f"index template {names.index_template}")] + \
         [(f"/_scripts/{names.script(s)}", f"script {names.script(s)}") for s in sorted(stems)]
     for path, label in targets:

@@ -10,6 +10,7 @@ import java.util.concurrent.CountDownLatch;
 import org.opensearch.common.settings.Settings;
 import org.opensearch.http.HttpServerTransport;
 import org.opensearch.node.InternalSettingsPreparer;
+import org.opensearch.plugins.NetworkPlugin;
 import org.opensearch.plugins.Plugin;
 
 /**
@@ -19,7 +20,8 @@ import org.opensearch.plugins.Plugin;
  * address is written to HOME_DIR/http.address once the node answers). Extra settings override the
  * single-node defaults, e.g. to join several nodes into one cluster.
  * -Desmem.plugins=CLASS[,CLASS...] adds plugins found on the classpath (the secured engine passes
- * org.opensearch.security.OpenSearchSecurityPlugin); their settings come from HOME_DIR/config/opensearch.yml.
+ * org.opensearch.security.OpenSearchSecurityPlugin, every engine the k-NN plugin's
+ * org.opensearch.knn.plugin.KNNPlugin); their settings come from HOME_DIR/config/opensearch.yml.
  */
 public final class EmbeddedNode {
 
@@ -60,8 +62,8 @@ public final class EmbeddedNode {
             .put("discovery.type", "single-node")
             .put("cluster.routing.allocation.disk.threshold_enabled", false)
             .put("action.auto_create_index", true);
-        if (extraPlugins().isEmpty()) {
-            // With extra plugins (security) their own HTTP/transport types (TLS) must win, so none is forced.
+        if (extraPlugins().stream().noneMatch(NetworkPlugin.class::isAssignableFrom)) {
+            // A network plugin (security) brings its own HTTP/transport types (TLS) that must win, so none is forced.
             settings.put("http.type", "netty4").put("transport.type", "netty4");
         }
         for (int i = 2; i < args.length; i++) {

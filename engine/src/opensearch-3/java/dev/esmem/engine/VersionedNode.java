@@ -3,6 +3,7 @@ package dev.esmem.engine;
 import java.util.Collections;
 import java.util.List;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 import org.opensearch.Version;
 import org.opensearch.analysis.common.CommonAnalysisModulePlugin;
@@ -27,7 +28,7 @@ final class VersionedNode extends Node {
         CommonAnalysisModulePlugin.class, MapperExtrasModulePlugin.class, ReindexModulePlugin.class);
 
     VersionedNode(Environment environment) {
-        super(environment, PLUGINS.stream()
+        super(environment, Stream.concat(PLUGINS.stream(), EmbeddedNode.extraPlugins().stream())  // + -Desmem.plugins (k-NN)
             .map(p -> new PluginInfo(p.getName(), "classpath plugin", "NA", Version.CURRENT, "21",
                                      p.getName(), null, Collections.emptyList(), false))
             .collect(Collectors.toList()), true);

@@ -1,0 +1,112 @@
+"""`esmem bench --embedder`: the hybrid recall path next to the BM25 floor, on bench's synthetic corpus.
+
+Measured on one corpus (esmem.bench.generate), embedding time reported apart from engine time:
+  embedding   the memories' vectors (one pass, the embedder alone) and one query's vector (p50/p95)
+  ingest      remember_many with the vectors already computed, lexical index vs vector index
+  bytes       primary store per memory after a force-merge, lexical vs with vectors
+  latency     (a) BM25 floor, (b) the recall template, (h) both legs' templates in one _msearch with
+              the query vector given (the engine's share of hybrid), (H) MemoryStore.recall hybrid end
+              to end (query embedding, both legs, fusion, MMR over cosine; reheat off)
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+from esmem.apps.bench import Paths, Probe, Timings, generate, make_queries, measure, store_stats
+from esmem.apps.timing import percentiles
+from esmem.domain.embedding import Embedder, embed_checked
+from esmem.domain.hybrid import spec
+from esmem.domain.merge import MergePolicy
+from esmem.domain.store import MemoryStore
+from esmem.index.catalog import Search
+from esmem.index.engine import Engine
+from esmem.index.install import KNN_TEMPLATE, install, uninstall
+from esmem.values import epoch_ms, utcnow
+
+HYBRID_PATHS = {"a": "BM25 match (floor)", "b": "recall template", "h": "both legs, one _msearch",
+                "H": "MemoryStore.recall hybrid"}
+
+
+def run_hybrid(engine: Engine, prefix: str, embedder: Embedder, *, size: int = 2000, namespaces: int = 20,
+               queries: int = 100, k: int = 5, seed: int = 0,
+               advance: Callable[[str], None] = lambda stage: None) -> dict[str, Any]:
+    """One hybrid run; every prefix it creates is removed again."""
+    corpus = generate(size, namespaces, seed)
+    items = corpus.inputs()
+    advance("embedding the memories")
+    started = time.perf_counter()
+    vectors = embed_checked(embedder, [i.content for i in items])
+    embed_s = time.perf_counter() - started
+    lex, vec = f"{prefix}-bench-lexical", f"{prefix}-bench-hybrid"
+    out: dict[str, Any] = {"size": size, "namespaces": namespaces, "embedder": spec(embedder),
+                           "embedding": {"memories_per_second": size / embed_s, "seconds": embed_s}}
+    try:
+        for p, emb in ((lex, None), (vec, spec(embedder))):
+            uninstall(engine, p)
+            install(engine, p, embedding=emb)
+        ingest = {}
+        for p, batch in ((lex, items), (vec, [replace(i, embedding=v) for i, v in zip(items, vectors)])):
+            advance(f"ingest {'with' if p == vec else 'without'} vectors")
+            store = MemoryStore(engine, p, merge=MergePolicy(enabled=False))
+            started = time.perf_counter()
+            store.remember_many(batch)
+            seconds = time.perf_counter() - started
+            ingest["vectors" if p == vec else "lexical"] = {
+                "seconds": seconds, "per_second": size / seconds,
+                "bytes_per_memory": store_stats(engine, p, force_merge=True)["bytes_per_memory"]}
+        out["ingest"] = ingest
+        qs = make_queries(corpus, queries + max(2, queries // 10), seed)
+        measured, warm = qs[:queries], qs[queries:]
+        advance("embedding the queries")
+        one = []
+        for q in measured[:50]:
+            started = time.perf_counter()
+            embed_checked(embedder, [q.text])
+            one.append((time.perf_counter() - started) * 1000)
+        out["embedding"]["query_ms"] = percentiles(one)
+        advance("latency")
+        out["latency"] = measure(_calls(engine, vec, embedder, k), measured, warm)
+        for key, row in out["latency"].items():
+            row["label"] = HYBRID_PATHS[key]
+        return out
+    finally:
+        uninstall(engine, lex)
+        uninstall(engine, vec)
+
+
+def _calls(engine: Engine, prefix: str, embedder: Embedder, k: int) -> dict[str, Callable[[Probe], Timings]]:
+    lexical = Paths(engine, prefix, k)
+    store = MemoryStore(engine, prefix, embedder=embedder)
+    qvec: dict[str, list[float]] = {}
+
+    def legs(q: Probe) -> Timings:
+        if q.text not in qvec:  # the query's vector is not the engine's time: computed once, outside
+            qvec[q.text] = embed_checked(embedder, [q.text])[0]
+        params = {"namespace": q.namespace, "query": q.text, "now": epoch_ms(utcnow())}
+        responses = store.catalog.msearch([Search("recall", params, routing=q.namespace),
+                                           Search(KNN_TEMPLATE, {**params, "vector": qvec[q.text]}, routing=q.namespace)])
+        return {"took": float(sum(r.get("took", 0) for r in responses))}
+
+    def hybrid(q: Probe) -> Timings:
+        store.semantic._queries.clear()  # type: ignore[union-attr]  # end to end: the query is embedded
+        res = store.recall(q.text, q.namespace, k, touch=False)
+        return {"took": res.engine_took_ms}
+
+    return {"a": lexical.bm25, "b": lexical.template, "h": legs, "H": hybrid}
+
+
+def summary(report: dict[str, Any]) -> list[tuple[str, str]]:
+    """Printable rows: what a reader compares."""
+    lat = report["latency"]
+    rows = [(f"({key}) {row['label']}", f"p50 {row['p50']:.1f} ms, p95 {row['p95']:.1f} ms, x(a) p50 {row['ratio_p50']:.2f}")
+            for key, row in lat.items()]
+    e, i = report["embedding"], report["ingest"]
+    rows += [("embedding, memories", f"{e['memories_per_second']:.1f}/s ({e['seconds']:.1f} s for {report['size']})"),
+             ("embedding, one query", f"p50 {e['query_ms']['p50']:.1f} ms, p95 {e['query_ms']['p95']:.1f} ms"),
+             ("ingest lexical", f"{i['lexical']['per_second']:.0f}/s, {i['lexical']['bytes_per_memory']:.0f} bytes/memory"),
+             ("ingest with vectors", f"{i['vectors']['per_second']:.0f}/s, {i['vectors']['bytes_per_memory']:.0f} bytes/memory "
+                                     "(vectors precomputed)")]
+    return rows
+

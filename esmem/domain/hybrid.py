@@ -1,0 +1,202 @@
+"""The kNN leg of recall and its fusion with the BM25 leg (optional: only with an embedder).
+
+Both legs rank inside the engine with the same filters (namespace, status / as_of, kinds,
+min_importance) and the same decay + importance fusion (the stored `recall` and `recall_knn`
+templates are one source, templates/search/recall.mustache.j2); they go out in one `_msearch`.
+Their two ranked lists are fused here, before MMR:
+
+    convex (default): score = (1 - weight) * minmax(bm25 leg) + weight * minmax(kNN leg)
+                      minmax per query over that leg's window; a memory missing from a leg gets 0 there
+    rrf:              score = 1 / (rrf_k + rank_bm25) + 1 / (rrf_k + rank_knn)
+
+weight 0 is lexical esmem (no kNN search is sent). The default weight 0.3 was chosen on LoCoMo with
+MiniLM (README "Semantic relevance": `esmem eval --locomo ... --embedder minilm --sweep knn_weight=...`:
+the weight that gains R@5/R@10 without losing P@1); RRF lost P@1 and recall in issue 16's side-by-side
+measurement (not re-run here).
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping, Sequence
+
+from esmem.domain.embedding import Embedder, embed_checked
+from esmem.errors import ConfigError, InvalidInput
+from esmem.index.catalog import Catalog, Search
+from esmem.index.engine import Engine
+from esmem.index.install import KNN_TEMPLATE, Names, installed_embedding
+
+FUSION_METHODS = ("convex", "rrf")
+QUERY_CACHE = 256  # query vectors a store keeps: an agent repeats queries, eval runs each one per config
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How the two legs are combined."""
+
+    method: str = "convex"
+    weight: float = 0.3   # the kNN leg's share (convex); 0 = lexical only, 1 = kNN only
+    rrf_k: int = 60
+
+    def __post_init__(self) -> None:
+        if self.method not in FUSION_METHODS:
+            raise ConfigError(f"unknown fusion {self.method!r} (choose from {', '.join(FUSION_METHODS)})")
+        if isinstance(self.weight, bool) or not isinstance(self.weight, (int, float)) or not 0 <= self.weight <= 1:
+            raise ConfigError(f"knn_weight must be a number in 0..1, got {self.weight!r}")
+        if isinstance(self.rrf_k, bool) or not isinstance(self.rrf_k, int) or not 1 <= self.rrf_k <= 10000:
+            raise ConfigError(f"rrf_k must be an integer in 1..10000, got {self.rrf_k!r}")
+
+    @property
+    def lexical_only(self) -> bool:
+        return self.method == "convex" and self.weight == 0
+
+
+LEXICAL = Fusion(weight=0.0)
+FUSION_KEYS = {"fusion": "method", "knn_weight": "weight", "rrf_k": "rrf_k"}
+
+
+def fusion_from_strings(base: Fusion, pairs: Mapping[str, str]) -> Fusion:
+    """`fusion=rrf`, `knn_weight=0.3`, `rrf_k=60` (CLI --set / eval sweeps)."""
+    changes: dict[str, Any] = {"method": base.method, "weight": base.weight, "rrf_k": base.rrf_k}
+    for key, raw in pairs.items():
+        field_ = FUSION_KEYS[key]
+        try:
+            changes[field_] = raw if field_ == "method" else (int(raw) if field_ == "rrf_k" else float(raw))
+        except ValueError:
+            raise ConfigError(f"{key} takes a number, got {raw!r}") from None
+    return Fusion(**changes)
+
+
+def spec(embedder: Embedder) -> dict[str, Any]:
+    """What the index records about an embedder (mapping _meta): its name and vector size."""
+    return {"name": str(embedder.name), "dimensions": int(embedder.dimensions)}
+
+
+def minmax(scores: Sequence[float]) -> list[float]:
+    """Scores scaled to [0, 1] within one list; all equal -> 1 each (the leg cannot tell them apart)."""
+    if not scores:
+        return []
+    lo, hi = min(scores), max(scores)
+    return [1.0] * len(scores) if hi - lo <= 1e-12 else [(s - lo) / (hi - lo) for s in scores]
+
+
+def fuse(bm25: Sequence[Mapping[str, Any]], knn: Sequence[Mapping[str, Any]], fusion: Fusion) -> list[dict[str, Any]]:
+    """The two legs' hits as one list, best first: each hit keeps its source, gets the fused `_score`,
+    and `_legs` = {leg: {"score", "rank"}} for explain (the engine's score: decay and importance in it)."""
+    merged: dict[str, dict[str, Any]] = {}
+    legs = (("bm25", bm25, 1 - fusion.weight), ("knn", knn, fusion.weight))
+    for leg, hits, w in legs:
+        norm = minmax([float(h["_score"]) for h in hits])
+        for rank, (h, n) in enumerate(zip(hits, norm), start=1):
+            entry = merged.setdefault(h["_id"], {**h, "_score": 0.0, "_legs": {}})
+            if leg == "bm25" or "_engine_score" not in entry:
+                entry["_engine_score"] = float(h["_score"])
+            entry["_legs"][leg] = {"score": float(h["_score"]), "rank": rank}
+            entry["_score"] += 1.0 / (fusion.rrf_k + rank) if fusion.method == "rrf" else w * n
+    return sorted(merged.values(), key=lambda e: (-e["_score"], min(x["rank"] for x in e["_legs"].values()), e["_id"]))
+
+
+class Semantic:
+    """An embedder bound to one installed prefix: embeds memories on write, adds the kNN leg to
+    recall. On first use it checks the index was built for this embedder (no I/O when constructed)."""
+
+    def __init__(self, catalog: Catalog, embedder: Embedder, fusion: Fusion | None = None):
+        if not isinstance(embedder, Embedder):
+            raise ConfigError(f"not an embedder (needs name, dimensions, embed): {type(embedder).__name__}")
+        self.catalog, self.embedder = catalog, embedder
+        self.fusion = fusion or Fusion()
+        self._checked = False
+        self._queries: OrderedDict[str, list[float]] = OrderedDict()  # recent query vectors (LRU)
+
+    def check(self) -> None:
+        """ConfigError unless the live index holds this embedder's vectors."""
+        if self._checked:
+            return
+        prefix = self.catalog.names.prefix
+        installed = installed_embedding(self.catalog.engine, prefix)
+        if installed != spec(self.embedder):
+            have = f"{installed['name']} ({installed['dimensions']} dimensions)" if installed else "no vectors"
+            raise ConfigError(f"the index under prefix {prefix!r} has {have}, not {self.embedder.name} "
+                              f"({self.embedder.dimensions}): run `esmem install --embedder ... --migrate`")
+        self._checked = True
+
+    def fill(self, docs: Sequence[dict[str, Any]]) -> None:
+        """Embed every document that brings no vector; a given vector must have the index's size."""
+        self.check()
+        for d in docs:
+            if "embedding" in d and len(d["embedding"]) != self.embedder.dimensions:
+                raise InvalidInput(f"embedding has {len(d['embedding'])} numbers; this index holds "
+                                   f"{self.embedder.dimensions} ({self.embedder.name})")
+        todo = [d for d in docs if "embedding" not in d]
+        for d, v in zip(todo, embed_checked(self.embedder, [d["content"] for d in todo])):
+            d["embedding"] = v
+
+    def search(self, params: Mapping[str, Any], query: str, routing: str) -> Search:
+        """The kNN leg: the stored recall_knn template with the query's vector."""
+        self.check()
+        vector = self._queries.pop(query, None) or embed_checked(self.embedder, [query])[0]
+        self._queries[query] = vector
+        if len(self._queries) > QUERY_CACHE:
+            self._queries.popitem(last=False)
+        return Search(KNN_TEMPLATE, {**params, "vector": vector}, routing=routing)
+
+
+def reembed(engine: Engine, prefix: str, embedder: Embedder, *, every: bool = False, batch_size: int = 64,
+            progress: Callable[[int, int], None] | None = None) -> int:
+    """Give every memory (every=False: every memory without one) a vector from `embedder`; returns
+    how many were written. After `install --embedder ... --migrate` (which drops vectors of another
+    model). Idempotent: a rerun finds nothing left to do."""
+    Semantic(Catalog(engine, prefix), embedder).check()  # the index must be built for this embedder
+    alias = Names(prefix).alias
+    query: dict[str, Any] = {"match_all": {}} if every else {"bool": {"must_not": [{"exists": {"field": "embedding"}}]}}
+    total = engine.request("POST", f"/{alias}/_count", {"query": query})["count"]
+    done = 0
+    for page in _pages(engine, alias, query, batch_size):
+        vectors = embed_checked(embedder, [h["_source"]["content"] for h in page])
+        actions: list[Any] = []
+        for h, v in zip(page, vectors):
+            actions += [{"update": {"_index": h["_index"], "_id": h["_id"], "routing": h["_source"]["namespace"],
+                                    "retry_on_conflict": 3}}, {"doc": {"embedding": v}}]
+        resp = engine.bulk(actions)
+        errors = [it["update"]["error"] for it in resp["items"] if it["update"].get("error")]
+        if errors:
+            raise ConfigError(f"re-embedding failed: {errors[0]}")
+        done += len(page)
+        if progress:
+            progress(done, total)
+    engine.request("POST", f"/{alias}/_refresh")
+    return done
+
+
+def _pages(engine: Engine, alias: str, query: Mapping[str, Any], size: int) -> Iterator[list[dict[str, Any]]]:
+    """All matching memories, page by page, from a scroll (a snapshot: our own writes do not move it)."""
+    resp = engine.request("POST", f"/{alias}/_search", {"size": size, "query": query, "sort": ["_doc"],
+                                                         "_source": ["content", "namespace"]}, {"scroll": "2m"})
+    scroll_id = resp.get("_scroll_id")
+    try:
+        while resp["hits"]["hits"]:
+            yield resp["hits"]["hits"]
+            resp = engine.request("POST", "/_search/scroll", {"scroll": "2m", "scroll_id": scroll_id})
+            scroll_id = resp.get("_scroll_id", scroll_id)
+    finally:
+        if scroll_id:
+            engine.request("DELETE", "/_search/scroll", {"scroll_id": scroll_id})
+
+
+def embedder_for(engine: Engine, prefix: str) -> Embedder | None:
+    """The embedder the installed index was built for, loaded (None: a lexical index). The CLI uses
+    it, so every write through it carries a vector. ESMEM_EMBEDDER=minilm:<dir> points MiniLM at
+    other files of the same model."""
+    import os
+
+    from esmem.domain.embedding import MiniLM, load_embedder
+
+    installed = installed_embedding(engine, prefix)
+    if installed is None:
+        return None
+    given = os.environ.get("ESMEM_EMBEDDER")
+    embedder = load_embedder(given) if given else (MiniLM() if installed["name"] == MiniLM.name else None)
+    if embedder is None:
+        raise ConfigError(f"the index under prefix {prefix!r} holds vectors of {installed['name']}, which esmem "
+                          "cannot load by name: use the library with your own embedder")
+    return embedder

@@ -1,0 +1,187 @@
+"""The semantic leg on the real engine with the real MiniLM: vectors in the index, the kNN leg's
+filters and scores against the documented formula, fusion, one round trip, migration + re-embed."""
+from __future__ import annotations
+
+import json
+import math
+from datetime import timedelta
+
+import pytest
+from click.testing import CliRunner
+
+from esmem.cli.main import cli
+from esmem.domain import ranking
+from esmem.domain.hybrid import LEXICAL, Fusion, fuse, minmax, reembed, spec
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.errors import ConfigError, InvalidInput
+from esmem.index.engine import Engine
+from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding
+from esmem.values import epoch_ms, parse_time
+from semantic_support import minilm
+
+NOW = parse_time("2026-10-08T12:00:00Z")
+PETS = [
+    MemoryInput("The user adopted a kitten named Miso last spring.", "u", kind="fact", valid_from="2026-04-01T00:00:00Z"),
+    MemoryInput("Deploys to production happen on Fridays after the standup.", "u", kind="rule", valid_from="2026-05-01T00:00:00Z"),
+    MemoryInput("The quarterly report is due at the end of the month.", "u", kind="intent", valid_from="2026-10-01T00:00:00Z"),
+    MemoryInput("Favourite pizza topping is mushrooms.", "u", kind="preference", valid_from="2026-02-01T00:00:00Z"),
+    MemoryInput("The office wifi password changed last week.", "u", kind="note", valid_from="2026-09-30T00:00:00Z"),
+]
+
+
+def cos(a, b):
+    return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+@pytest.fixture
+def semantic(engine: Engine, prefix: str) -> MemoryStore:
+    install(engine, prefix, embedding=spec(minilm()))
+    return MemoryStore(engine, prefix, embedder=minilm(), merge=MergePolicy(enabled=False), clock=lambda: NOW)
+
+
+def test_install_maps_a_vector_field_sized_from_the_embedder(engine, semantic, prefix) -> None:
+    assert installed_embedding(engine, prefix) == {"name": "all-MiniLM-L6-v2", "dimensions": 384}
+    assert check(engine, prefix) == []  # the engine echoes exactly the rendered mapping
+    live = engine.request("GET", f"/{semantic.alias}/_mapping")
+    field = next(iter(live.values()))["mappings"]["properties"]["embedding"]
+    assert field["type"] == "knn_vector" and field["dimension"] == 384
+    assert field["method"]["engine"] == "lucene" and field["method"]["space_type"] == "cosinesimil"
+
+
+def test_without_an_embedder_the_index_and_store_are_lexical(engine, installed) -> None:
+    assert installed_embedding(engine, installed) is None
+    store = MemoryStore(engine, installed, embedder=minilm())  # no I/O yet: refused on first use
+    with pytest.raises(ConfigError, match="no vectors"):
+        store.recall("anything", "u")
+    with pytest.raises(ConfigError, match="no vectors"):
+        store.remember("a memory", "u")
+
+
+def test_writes_carry_the_models_vectors_and_a_wrong_size_is_refused(engine, semantic) -> None:
+    res = semantic.remember_many(PETS)
+    got = engine.request("GET", f"/{semantic.alias}/_doc/{res[0].id}", params={"routing": "u"})["_source"]
+    assert got["embedding"] == pytest.approx(minilm().embed([PETS[0].content])[0], abs=1e-6)
+    with pytest.raises(InvalidInput, match="384"):
+        semantic.remember("given vector of the wrong size", "u", embedding=[1.0, 0.0])
+
+
+@pytest.mark.parametrize("mode", ["blend", "multiply", "weighted"])
+def test_knn_leg_scores_are_the_documented_formula_over_cosine(engine, semantic, mode) -> None:
+    """The kNN leg applies the same decay and importance fusion as the BM25 leg, with the Lucene
+    cosine score (1 + cos) / 2 as relevance."""
+    semantic.remember_many(PETS)
+    params = RecallParams(mode=mode, half_life=timedelta(days=30), kind_half_lives={}, mmr=False)
+    query = "pet cat"
+    qv = minilm().embed([query])[0]
+    tp = {"namespace": "u", "query": query, "size": 10, "now": epoch_ms(NOW), "vector": qv,
+          **ranking.template_overrides(params)}
+    resp = engine.request("POST", f"/{semantic.alias}/_search/template",
+                          {"id": semantic.names.script(KNN_TEMPLATE), "params": tp}, {"routing": "u"})
+    hits = resp["hits"]["hits"]
+    assert len(hits) == len(PETS)
+    for h in hits:
+        rel = (1 + cos(qv, h["_source"]["embedding"])) / 2
+        assert h["_score"] == pytest.approx(ranking.reference_score(rel, h["_source"], params, NOW), rel=1e-4)
+    assert [h["_score"] for h in hits] == sorted((h["_score"] for h in hits), reverse=True)
+
+
+def test_knn_leg_applies_the_bm25_legs_filters(engine, semantic) -> None:
+    semantic.remember_many(PETS + [MemoryInput("Another user's cat is called Tom.", "other", kind="fact",
+                                               valid_from="2026-04-01T00:00:00Z")])
+    hybrid_only = Fusion(weight=1.0)
+
+    def contents(**kw):
+        return {r.memory.content for r in semantic.recall("pet cat", kw.pop("ns", "u"), 10, fusion=hybrid_only,
+                                                          touch=False, **kw).items}
+    everything = contents()
+    assert len(everything) == len(PETS) and "Another user's cat is called Tom." not in everything
+    assert contents(params=RecallParams(kinds=("rule",))) == {PETS[1].content}
+    assert contents(as_of="2026-04-15T00:00:00Z") == {PETS[0].content, PETS[3].content}
+    assert contents(params=RecallParams(min_importance=9.0)) == {PETS[4].content}  # "password": importance 9
+    assert contents(ns="nobody") == set()
+
+
+def test_one_round_trip_and_fusion_matches_the_reference(engine, semantic, prefix) -> None:
+    semantic.remember_many(PETS)
+    calls = []
+    eng = Engine(engine.config, recorder=lambda m, p, b, q: calls.append((m, p, b)))
+    store = MemoryStore(eng, prefix, embedder=minilm(), clock=lambda: NOW)
+    params = RecallParams(mmr=False)
+    fusion = Fusion(weight=0.4)
+    res = store.recall("cat kitten pet", "u", 5, params=params, touch=False, fusion=fusion)
+    searches = [c for c in calls if c[1].endswith("/_msearch/template")]
+    assert len(searches) == 1
+    lines = [json.loads(x) for x in searches[0][2].splitlines()]
+    assert [x["id"] for x in lines if "id" in x] == [store.names.script("recall"), store.names.script(KNN_TEMPLATE)]
+    # fusion: recompute from each leg's engine score, as documented in esmem/hybrid.py
+    bm25 = {r.memory.id: r.legs["bm25"]["score"] for r in res.items if "bm25" in r.legs}
+    knn = {r.memory.id: r.legs["knn"]["score"] for r in res.items if "knn" in r.legs}
+    assert knn  # every memory is a kNN candidate
+    nb = dict(zip(bm25, minmax(list(bm25.values()))))
+    nk = dict(zip(knn, minmax(list(knn.values()))))
+    for r in res.items:
+        assert r.score == pytest.approx(0.6 * nb.get(r.memory.id, 0) + 0.4 * nk.get(r.memory.id, 0))
+    assert [r.score for r in res.items] == sorted((r.score for r in res.items), reverse=True)
+    assert res.items[0].memory.content == PETS[0].content
+    # weight 0: lexical esmem, no kNN search is sent
+    calls.clear()
+    lexical = store.recall("cat kitten pet", "u", 5, params=params, touch=False, fusion=LEXICAL)
+    assert all(r.legs == {} for r in lexical.items)
+    assert KNN_TEMPLATE not in next(c[2] for c in calls if c[1].endswith("/_msearch/template"))
+
+
+def test_semantic_leg_finds_what_words_miss(semantic) -> None:
+    semantic.remember_many(PETS)
+    lexical = semantic.recall("pet cat", "u", 1, fusion=LEXICAL, touch=False, params=RecallParams(must_not_miss=False))
+    hybrid = semantic.recall("pet cat", "u", 1, touch=False, params=RecallParams(must_not_miss=False))
+    assert lexical.items == ()  # no shared word
+    assert hybrid.items[0].memory.content == PETS[0].content
+
+
+def test_rrf_and_fusion_edge_cases() -> None:
+    a = [{"_id": "x", "_score": 2.0, "_source": {}}, {"_id": "y", "_score": 1.0, "_source": {}}]
+    b = [{"_id": "y", "_score": 0.9, "_source": {}}, {"_id": "z", "_score": 0.1, "_source": {}}]
+    rrf = fuse(a, b, Fusion(method="rrf", rrf_k=60))
+    assert [h["_id"] for h in rrf] == ["y", "x", "z"]
+    assert rrf[0]["_score"] == pytest.approx(1 / 62 + 1 / 61)
+    convex = fuse(a, b, Fusion(weight=0.5))
+    assert {h["_id"]: h["_score"] for h in convex} == pytest.approx({"x": 0.5, "y": 0.5, "z": 0.0})
+    assert minmax([3.0]) == [1.0] and minmax([]) == []
+    for bad in ({"weight": 1.5}, {"method": "max"}, {"rrf_k": 0}):
+        with pytest.raises(ConfigError):
+            Fusion(**bad)
+
+
+def test_migrate_to_an_embedder_then_reembed(engine, installed) -> None:
+    lexical = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    lexical.remember_many(PETS[:3] + [MemoryInput("a memory with an old 3-d vector", "u", embedding=[1.0, 0.0, 0.0])])
+    report = install(engine, installed, migrate=True, embedding=spec(minilm()))
+    assert any("vectors dropped" in n for n in report.notes)
+    alias = lexical.alias
+    missing = {"query": {"bool": {"must_not": [{"exists": {"field": "embedding"}}]}}}
+    assert engine.request("POST", f"/{alias}/_count", missing)["count"] == 4
+    assert reembed(engine, installed, minilm()) == 4
+    assert engine.request("POST", f"/{alias}/_count", missing)["count"] == 0
+    assert reembed(engine, installed, minilm()) == 0  # idempotent
+    store = MemoryStore(engine, installed, embedder=minilm(), clock=lambda: NOW)
+    assert store.recall("pet cat", "u", 1, touch=False, params=RecallParams(must_not_miss=False)).items[0].memory.content \
+        == PETS[0].content
+
+
+def test_cli_install_embedder_explain_shows_both_legs(engine, prefix) -> None:
+    minilm()
+    runner = CliRunner()
+    base = ["--url", engine.url, "--prefix", prefix]
+    r = runner.invoke(cli, [*base, "install", "--embedder", "minilm"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, [*base, "remember", PETS[0].content, "-n", "u"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, [*base, "recall", "pet cat", "-n", "u", "--json", "--no-touch"])
+    assert r.exit_code == 0, r.output
+    item = json.loads(r.output)["items"][0]
+    assert item["content"] == PETS[0].content and set(item["legs"]) >= {"knn"}
+    r = runner.invoke(cli, [*base, "install", "--embedder", "word2vec"])
+    assert r.exit_code == 2 and "unknown embedder" in r.output

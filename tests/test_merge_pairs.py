@@ -1,0 +1,56 @@
+"""The labelled merge-pair set and its measurement: the lexical decision on the real engine."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from esmem.errors import InvalidInput
+from esmem.apps.merge_pairs import Pair, Scored, load_pairs, precision_recall, report, score_pairs
+from semantic_support import minilm
+
+DATASET = Path(__file__).resolve().parent.parent / "datasets" / "merge_pairs.jsonl"
+
+
+def test_the_shipped_set_is_big_enough_and_balanced() -> None:
+    pairs = load_pairs(DATASET)
+    assert len(pairs) >= 60
+    for lang in ("en", "zh"):
+        for label in ("update", "different"):
+            assert sum(p.lang == lang and p.label == label for p in pairs) >= 15
+    assert {p.type for p in pairs} >= {"rule-paraphrase", "reschedule", "preference-change", "hard-negative"}
+
+
+def test_bad_lines_are_refused(tmp_path) -> None:
+    path = tmp_path / "p.jsonl"
+    path.write_text(json.dumps({"old": "a", "new": "b", "kind": "fact", "label": "maybe"}) + "\n")
+    with pytest.raises(InvalidInput, match="label"):
+        load_pairs(path)
+    path.write_text('{"old": "a"}\n')
+    with pytest.raises(InvalidInput, match=":1:"):
+        load_pairs(path)
+
+
+def test_precision_recall_by_hand() -> None:
+    up, diff = Pair("a", "b", "fact", "update"), Pair("c", "d", "fact", "different")
+    scored = [Scored(up, True, 0.9), Scored(up, False, 0.8), Scored(diff, True, 0.2), Scored(diff, False, 0.85)]
+    assert precision_recall([True, False, True, False], scored) == {
+        "precision": 0.5, "recall": 0.5, "merges": 2.0, "true_updates": 2.0}
+    rows = {r["criterion"]: r for r in report(scored, [0.8])}
+    assert rows["semantic cos>=0.8"]["precision"] == pytest.approx(2 / 3)
+    assert rows["semantic cos>=0.8"]["recall"] == 1.0
+    assert rows["both (lexical or cos>=0.8)"]["merges"] == 4.0
+
+
+def test_scores_come_from_the_engines_merge_decision_and_the_model(engine) -> None:
+    pairs = [Pair("Deploys to production only happen on Fridays.",
+                  "Deploys to production only happen on Fridays!", "rule", "update"),  # a restatement: duplicate
+             Pair("My laptop is a ThinkPad X1.", "My work phone is a Pixel 8.", "fact", "different")]
+    scored = score_pairs(engine, pairs, minilm())
+    assert [s.lexical for s in scored] == [True, False]
+    for s in scored:  # each pair's own two vectors, in order
+        a, b = minilm().embed([s.pair.old, s.pair.new])
+        assert s.cosine == pytest.approx(sum(x * y for x, y in zip(a, b)), abs=1e-6)
+    assert scored[0].cosine > 0.9 and scored[1].cosine < 0.5
+    assert not [r for r in engine.request("GET", "/_cat/indices/esmem-pairs-*", params={"format": "json"})]
