@@ -23,6 +23,7 @@ from .merge import MergePolicy
 from .ranking import RecallParams, iso, parse_time
 from .context import namespace_chars
 from .store import MemoryInput, MemoryStore, Recalled
+from .threads import neighbour_text
 
 BASELINES = ("recency", "bm25")
 MERGE_KEYS = {"min_bm25": float, "min_overlap": float, "dup_overlap": float, "merge": bool}
@@ -88,7 +89,8 @@ def parse_dataset(lines: Iterable[str], name: str = "dataset") -> Dataset:
                     kind=obj.get("kind", "fact"), importance=obj.get("importance"),
                     valid_from=parse_time(valid_from) if valid_from is not None else None,
                     entities=tuple(obj.get("entities", ())), evergreen=bool(obj.get("evergreen", False)),
-                    source=obj.get("source", "user"), external_id=mid)))
+                    source=obj.get("source", "user"), external_id=mid,
+                    thread=obj.get("thread"), seq=obj.get("seq"), neighbours=obj.get("neighbours"))))
             else:
                 gold = tuple(obj.get("gold", ()))
                 if not gold:
@@ -355,11 +357,13 @@ def locomo_records(directory: Path, dropped: list[str] | None = None) -> list[di
         while f"session_{n}_date_time" in conv:
             turns = conv.get(f"session_{n}") or []
             when = _locomo_time(conv[f"session_{n}_date_time"])
-            for i, turn in enumerate(turns):
-                text = turn["text"] + (f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
+            contents = [f"{t['speaker']}: {t['text']}" + (f" [shares a photo: {t['blip_caption']}]"
+                                                          if t.get("blip_caption") else "") for t in turns]
+            for i, turn in enumerate(turns):  # a session is a thread: its turns know their neighbours
                 records.append({"type": "memory", "id": f"{ns}/{turn['dia_id']}", "namespace": ns,
-                                "content": f"{turn['speaker']}: {text}", "kind": "event",
-                                "valid_from": iso(when + timedelta(seconds=i))})
+                                "content": contents[i], "kind": "event",
+                                "valid_from": iso(when + timedelta(seconds=i)), "thread": f"{ns}/session_{n}",
+                                "seq": i, "neighbours": neighbour_text(contents, i)})
             if turns:
                 last = when
             n += 1

@@ -66,7 +66,7 @@ def format_duration(d: timedelta | None) -> str:
 # Documented ranges (README "Guarantees"): every numeric knob finite, half-lives 1s..100 years.
 MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
-           "min_importance", "window", "mmr_lambda", "recent_n", "rho")
+           "neighbour_boost", "neighbour_prev", "neighbour_next", "min_importance", "window", "mmr_lambda", "recent_n", "rho")
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,9 @@ class RecallParams:
     importance_floor: float = 8.0
     must_not_miss_boost: float = 1.0
     entity_boost: float = 2.0
+    neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/threads.py, README "Conversation turns")
+    neighbour_prev: float = 0.5    # share of a candidate's score its previous turn inherits
+    neighbour_next: float = 0.8    # ... and its next turn (the reply)
     min_importance: float = 1.0
     window: int = 20
     mmr: bool = True
@@ -119,6 +122,8 @@ class RecallParams:
                   ("c", 0 <= self.c <= 100), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
                   ("recent_n", 0 <= self.recent_n <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
                   ("must_not_miss_boost", 0 <= self.must_not_miss_boost <= 100),
+                  ("neighbour_boost", 0 <= self.neighbour_boost <= 100),
+                  ("neighbour_prev", 0 <= self.neighbour_prev <= 1), ("neighbour_next", 0 <= self.neighbour_next <= 1),
                   ("alpha/beta/gamma", min(self.alpha, self.beta, self.gamma) >= 0
                    and max(self.alpha, self.beta, self.gamma) <= 100),
                   ("importance_floor", 1 <= self.importance_floor <= 10),
@@ -233,8 +238,8 @@ def parse_time(value: str | datetime | int | float) -> datetime:
 # whose default `esmem install` renders from the policy. Client-side knobs (MMR, recent-N, reheat)
 # are not template parameters; install keeps their defaults in a comment of the template.
 TEMPLATE_KNOBS = ("mode", "w", "k", "c", "alpha", "beta", "gamma", "must_not_miss", "importance_floor",
-                  "must_not_miss_boost", "entity_boost", "min_importance", "include_superseded")
-CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho")
+                  "must_not_miss_boost", "entity_boost", "min_importance", "include_superseded", "neighbour_boost")
+CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next")
 
 
 def duration_param(d: timedelta | None) -> str | bool:

@@ -27,6 +27,7 @@ from .merge import Candidate, Decision, MergePolicy, decide, overlap
 from .merge import jaccard as text_jaccard
 from .mmr import cosine, jaccard, mmr
 from .ranking import KINDS, RecallParams, epoch_ms, iso, parse_time, utcnow
+from .threads import expand, thread_fields, wanted
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 SOURCES = ("user", "agent", "tool")
@@ -54,6 +55,9 @@ class MemoryInput:
     embedding: Sequence[float] | None = None
     supersedes: str | None = None  # the caller knows this replaces a memory: skip the lookup
     idempotency_key: str | None = None  # a retry with the same key lands on the same memory
+    thread: str | None = None  # conversation turns (esmem/threads.py): session, position, neighbour text
+    seq: int | None = None
+    neighbours: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,7 @@ class Recalled:
     mmr_penalty: float = 0.0
     rank_before_mmr: int = 0
     terms: Mapping[str, float] = field(default_factory=dict)
+    neighbour_of: str | None = None  # score inherited from this candidate next to it (esmem/threads.py)
 
 
 @dataclass(frozen=True)
@@ -264,6 +269,7 @@ class MemoryStore:
             doc["external_id"] = _check_key("id", item.external_id)
         if item.embedding is not None:
             doc["embedding"] = _check_embedding(item.embedding)
+        doc.update(thread_fields(item.thread, item.seq, item.neighbours))
         if item.supersedes is not None:
             doc["supersedes"] = [_check_key("supersedes", item.supersedes)]
         if item.idempotency_key is not None:
@@ -771,7 +777,8 @@ class MemoryStore:
         if explain:
             for h in resp["responses"][-1]["hits"]["hits"]:
                 terms_by_id[h["_id"]] = term_contributions(h.get("_explanation", {}))
-        items = self._rank(hits, k, p, now_t, terms_by_id)
+        hits, raised = self._neighbours(hits, namespace, p, now_t)
+        items = self._rank(hits, k, p, now_t, terms_by_id, raised)
         recent: tuple[Memory, ...] = ()
         if p.recent_n:
             chosen = {r.memory.id for r in items}
@@ -784,8 +791,26 @@ class MemoryStore:
         return RecallResult(query, namespace, now_t, p, tuple(items), recent,
                             (time.perf_counter() - started) * 1000, engine_ms)
 
+    def _neighbours(self, hits: list[Mapping[str, Any]], namespace: str, p: RecallParams,
+                    now: datetime) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
+        """Neighbour expansion (esmem/threads.py): one more search, only when a candidate is a turn."""
+        at = wanted(hits) if p.neighbour_prev or p.neighbour_next else []
+        if not at:
+            return hits, {}
+        resp = self.engine.request("POST", f"/{self.alias}/_search/template", {
+            "id": self.names.script("neighbours"), "params": {"namespace": namespace, "at": at, "size": len(at)}},
+            {"routing": namespace})
+
+        def parts(h: Mapping[str, Any]) -> tuple[float, float]:
+            return ranking.recency(h["_source"], p, now), float(h["_source"].get("importance", 1.0))
+
+        done = expand(hits, resp["hits"]["hits"], p.neighbour_prev, p.neighbour_next,
+                      rel=lambda h: ranking.invert_rel(float(h["_score"]), *parts(h), p),
+                      score=lambda h, r: ranking.fuse(r, *parts(h), p))
+        return done.hits, done.neighbour_of
+
     def _rank(self, hits: list[Mapping[str, Any]], k: int, p: RecallParams, now: datetime,
-              terms_by_id: Mapping[str, Mapping[str, float]]) -> list[Recalled]:
+              terms_by_id: Mapping[str, Mapping[str, float]], raised: Mapping[str, str] = {}) -> list[Recalled]:
         if not hits:
             return []
         order = list(range(len(hits)))
@@ -811,7 +836,7 @@ class MemoryStore:
                 rel=ranking.invert_rel(float(h["_score"]), rec, imp, p), recency=rec,
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
-                terms=terms_by_id.get(h["_id"], {})))
+                terms=terms_by_id.get(h["_id"], {}), neighbour_of=raised.get(h["_id"])))
         return out
 
     def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:
