@@ -17,6 +17,7 @@ from rich.table import Table
 
 from . import embedded
 from .errors import EngineError, EsmemError, InvalidInput, InvalidItem
+from .classes import load_saved, print_class_checks
 from .evaluate import BASELINES
 from .install import check as check_drift
 from .install import install as install_artifacts
@@ -274,7 +275,7 @@ def result_json(res: RecallResult) -> dict[str, Any]:
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
                        "rank_before_mmr": r.rank_before_mmr,
                        "terms": dict(r.terms)} for r in res.items],
-            "recent": [mem(m) for m in res.recent], "took_ms": res.took_ms}
+            "recent": [mem(m) for m in res.recent], "pinned": [mem(m) for m in res.pinned], "took_ms": res.took_ms}
 
 
 def print_result(res: RecallResult, *, explain: bool) -> None:
@@ -295,6 +296,10 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
         out.print("recent:")
         for m in res.recent:
             out.print(f"  {iso(m.valid_from)[:16]}  {m.content}")
+    if res.pinned:
+        out.print("pinned (applies to this request):")
+        for m in res.pinned:
+            out.print(f"  {m.external_id or m.id[:10]}  {m.content}")
 
 
 @cli.command()
@@ -394,10 +399,10 @@ def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: 
 METRIC_COLUMNS = ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1", "saving", "p50_ms", "p95_ms")
 
 
-def _metric_row(m: dict[str, float]) -> list[str]:
-    pct = {"p@1", "r@3", "r@5", "r@10", "stale@1", "saving"}
-    return [f"{m[c] * 100:.1f}%" if c in pct else f"{m[c]:.3f}" if c in ("mrr", "ndcg@5") else f"{m[c]:.1f}"
-            for c in METRIC_COLUMNS]
+def _metric_row(m: dict[str, float], columns: tuple[str, ...] = METRIC_COLUMNS) -> list[str]:
+    pct = {"p@1", "r@3", "r@5", "r@10", "stale@1", "saving", "reach", "intrude@k"}
+    return ["-" if c not in m or m[c] != m[c] else f"{m[c] * 100:.1f}%" if c in pct
+            else f"{m[c]:.3f}" if c in ("mrr", "ndcg@5") else f"{m[c]:.1f}" for c in columns]
 
 
 @cli.command("eval")
@@ -412,10 +417,12 @@ def _metric_row(m: dict[str, float]) -> list[str]:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
 @click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
+@click.option("--compare", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A saved `esmem eval --json` run: print per group what changed against it.")
 @click.pass_context
 def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
           sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
-          misses: bool) -> None:
+          misses: bool, compare: Path | None) -> None:
     """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
     from . import evaluate as ev
     from .merge import MergePolicy
@@ -424,6 +431,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
         fail("give either a DATASET file or --locomo DIR")
     dropped: list[str] = []
     data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    saved = load_saved(compare) if compare else None
     if dropped:
         err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
     recall_pairs, merge_pairs = ev.split_overrides(_pairs(sets))
@@ -471,6 +479,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
         for group, m in [("overall", rep["overall"]), *rep["groups"].items()]:
             table.add_row(label, group, f"{m['queries']:.0f}", *_metric_row(m))
     out.print(table)
+    print_class_checks(out, [(label, rep) for label, _, rep, _ in results], saved)
     if misses:
         for label, _, _, missed in results[:1] if not sweep else []:
             for miss in missed:

@@ -24,6 +24,7 @@ from .ranking import RecallParams, iso, parse_time
 from .context import namespace_chars
 from .store import MemoryInput, MemoryStore, Recalled
 from .threads import neighbour_text
+from .classes import class_metrics
 
 BASELINES = ("recency", "bm25")
 MERGE_KEYS = {"min_bm25": float, "min_overlap": float, "dup_overlap": float, "merge": bool}
@@ -38,6 +39,8 @@ class Query:
     gold: tuple[str, ...]
     stale: tuple[str, ...] = ()
     group: str = "all"
+    must_reach: tuple[str, ...] = ()  # class checks (esmem/classes.py)
+    not_ranked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -93,15 +96,16 @@ def parse_dataset(lines: Iterable[str], name: str = "dataset") -> Dataset:
                     thread=obj.get("thread"), seq=obj.get("seq"), neighbours=obj.get("neighbours"))))
             else:
                 gold = tuple(obj.get("gold", ()))
-                if not gold:
-                    raise InvalidInput(f"{where}: a query needs a non-empty \"gold\" list")
+                if not gold and not obj.get("must_reach"):
+                    raise InvalidInput(f"{where}: a query needs a non-empty \"gold\" (or \"must_reach\") list")
                 queries.append(Query(mid, obj.get("namespace", "default"), _require(obj, "text", str, where),
                                      parse_time(_require(obj, "now", str, where)), gold,
-                                     tuple(obj.get("stale", ())), str(obj.get("group", "all"))))
+                                     tuple(obj.get("stale", ())), str(obj.get("group", "all")),
+                                     tuple(obj.get("must_reach", ())), tuple(obj.get("not_ranked", ()))))
         except InvalidInput as e:
             raise InvalidInput(str(e) if str(e).startswith(where) else f"{where}: {e}") from None
     for q in queries:
-        missing = [g for g in q.gold + q.stale if g not in ids]
+        missing = [g for g in q.gold + q.stale + q.must_reach + q.not_ranked if g not in ids]
         if missing:
             raise InvalidInput(f"{name}: query {q.id} names unknown memory ids {missing}")
     return Dataset(tuple(memories), tuple(queries))
@@ -124,6 +128,8 @@ class QueryOutcome:
     namespace_chars: int
     latency_ms: float
     top: Recalled | None = None
+    pinned: tuple[frozenset[str], ...] = ()  # the recall's pinned section (esmem/pinned.py)
+    k: int = 5
 
 
 def _first_hit(q: Query, ranked: Sequence[frozenset[str]]) -> int | None:
@@ -137,6 +143,8 @@ def metrics(outcomes: Sequence[QueryOutcome]) -> dict[str, float]:
         return {}
     out: dict[str, list[float]] = {k: [] for k in ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1")}
     for o in outcomes:
+        if not o.query.gold:  # a class-check query only (esmem/classes.py)
+            continue
         gold = set(o.query.gold)
         first = _first_hit(o.query, o.ranked)
         out["p@1"].append(1.0 if first == 0 else 0.0)
@@ -154,13 +162,14 @@ def metrics(outcomes: Sequence[QueryOutcome]) -> dict[str, float]:
         idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(gold), 5)))
         out["ndcg@5"].append(dcg / idcg)
         out["stale@1"].append(1.0 if o.ranked and o.ranked[0] & set(o.query.stale) else 0.0)
-    result = {k: statistics.fmean(v) for k, v in out.items()}
+    result = {k: statistics.fmean(v) if v else math.nan for k, v in out.items()}
     ctx = statistics.fmean(o.context_chars for o in outcomes)
     full = statistics.fmean(o.namespace_chars for o in outcomes)
     lat = sorted(o.latency_ms for o in outcomes)
     result.update({"queries": float(len(outcomes)), "context_chars": ctx, "namespace_chars": full,
                    "saving": 1 - ctx / full if full else 0.0,
                    "p50_ms": _pct(lat, 50), "p95_ms": _pct(lat, 95)})
+    result.update(class_metrics(outcomes))
     return result
 
 
@@ -238,6 +247,7 @@ class Evaluation:
         outcomes = []
         depth = max(config.k, 10)  # ranked deep enough for R@10; the context is the top k
         for q in self.dataset.queries:
+            pinned = ()
             if config.baseline == "recency":
                 hits, took = self._recency(store, q, depth)
             elif config.baseline == "bm25":
@@ -245,6 +255,7 @@ class Evaluation:
             else:
                 res = store.recall(q.text, q.namespace, depth, params=config.params, now=q.now, touch=False)
                 hits, took = [(r.memory.id, r.memory.content) for r in res.items], res.took_ms
+                pinned = tuple(by_doc.get(m.id, frozenset()) for m in res.pinned)
             ranked = tuple(by_doc.get(doc_id, frozenset()) for doc_id, _ in hits)
             top = None
             if explain_misses and not config.baseline and not (ranked and ranked[0] & set(q.gold)):
@@ -252,7 +263,7 @@ class Evaluation:
                                          touch=False, explain=True)
                 top = explained.items[0] if explained.items else None
             outcomes.append(QueryOutcome(q, ranked, sum(len(c) for _, c in hits[:config.k]),
-                                         ns_chars.get(q.namespace, 0), took, top))
+                                         ns_chars.get(q.namespace, 0), took, top, pinned, config.k))
             if progress:
                 progress()
         return outcomes
@@ -292,7 +303,7 @@ def misses(outcomes: Sequence[QueryOutcome], dataset: Dataset) -> list[dict[str,
     content = {mid: m.content for mid, m in dataset.memories}
     out = []
     for o in outcomes:
-        if o.ranked and o.ranked[0] & set(o.query.gold):
+        if not o.query.gold or (o.ranked and o.ranked[0] & set(o.query.gold)):
             continue
         top = o.top
         out.append({"query": o.query.id, "text": o.query.text, "group": o.query.group,

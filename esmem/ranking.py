@@ -66,7 +66,8 @@ def format_duration(d: timedelta | None) -> str:
 # Documented ranges (README "Guarantees"): every numeric knob finite, half-lives 1s..100 years.
 MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
-           "neighbour_boost", "neighbour_prev", "neighbour_next", "min_importance", "window", "mmr_lambda", "recent_n", "rho")
+           "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
+           "min_importance", "window", "mmr_lambda", "recent_n", "rho")
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,9 @@ class RecallParams:
     alpha: float = 0.5             # weighted
     beta: float = 0.3
     gamma: float = 0.2
-    must_not_miss: bool = True
+    must_not_miss: bool = False    # pinned memories take no ranked slot: they have their own section
+    pinned: int = 3                # at most this many pinned memories that apply (esmem/pinned.py)
+    pinned_min_share: float = 0.5  # a pinned memory keeps a ranked slot from this share of the top rel
     importance_floor: float = 8.0
     must_not_miss_boost: float = 1.0
     entity_boost: float = 2.0
@@ -120,7 +123,8 @@ class RecallParams:
                 raise ConfigError(f"{name} must be a finite number, got {v!r}")
         checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", 0 < self.k <= 1e6),
                   ("c", 0 <= self.c <= 100), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
-                  ("recent_n", 0 <= self.recent_n <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
+                  ("recent_n", 0 <= self.recent_n <= 100), ("pinned", 0 <= self.pinned <= 100),
+                  ("pinned_min_share", 0 <= self.pinned_min_share <= 1), ("entity_boost", 0 <= self.entity_boost <= 100),
                   ("must_not_miss_boost", 0 <= self.must_not_miss_boost <= 100),
                   ("neighbour_boost", 0 <= self.neighbour_boost <= 100),
                   ("neighbour_prev", 0 <= self.neighbour_prev <= 1), ("neighbour_next", 0 <= self.neighbour_next <= 1),
@@ -239,7 +243,8 @@ def parse_time(value: str | datetime | int | float) -> datetime:
 # are not template parameters; install keeps their defaults in a comment of the template.
 TEMPLATE_KNOBS = ("mode", "w", "k", "c", "alpha", "beta", "gamma", "must_not_miss", "importance_floor",
                   "must_not_miss_boost", "entity_boost", "min_importance", "include_superseded", "neighbour_boost")
-CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next")
+CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
+                "pinned_min_share")
 
 
 def duration_param(d: timedelta | None) -> str | bool:
@@ -262,7 +267,7 @@ def template_variables(params: RecallParams, evergreen_kinds: tuple[str, ...] = 
     """The Jinja variables `install` renders the search templates with: the policy's defaults."""
     client = {name: getattr(params, name) for name in CLIENT_KNOBS}
     return {
-        **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window,
+        **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window, "pinned": params.pinned,
         "kinds": sorted(params.kinds or ()),
         "half_lives": [(kind, _ms(params.half_life_of(kind))) for kind in KINDS],
         "client_defaults": json.dumps({**client, "evergreen_kinds": list(evergreen_kinds)}),

@@ -27,6 +27,7 @@ from .merge import Candidate, Decision, MergePolicy, decide, overlap
 from .merge import jaccard as text_jaccard
 from .mmr import cosine, jaccard, mmr
 from .ranking import KINDS, RecallParams, epoch_ms, iso, parse_time, utcnow
+from .pinned import check_applies_to, derive_applies_to, gate
 from .threads import expand, thread_fields, wanted
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
@@ -58,6 +59,7 @@ class MemoryInput:
     thread: str | None = None  # conversation turns (esmem/threads.py): session, position, neighbour text
     seq: int | None = None
     neighbours: str | None = None
+    applies_to: str | Sequence[str] | None = None  # pinned memories: situations they apply to (esmem/pinned.py)
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ class RecallResult:
     recent: tuple[Memory, ...] = ()
     took_ms: float = 0.0
     engine_took_ms: float = 0.0
+    pinned: tuple[Memory, ...] = ()  # pinned memories that apply and are not in items (esmem/pinned.py)
 
 
 # -- validation --------------------------------------------------------------------------------
@@ -270,6 +273,8 @@ class MemoryStore:
         if item.embedding is not None:
             doc["embedding"] = _check_embedding(item.embedding)
         doc.update(thread_fields(item.thread, item.seq, item.neighbours))
+        if item.applies_to is not None:
+            doc["applies_to"] = check_applies_to(item.applies_to)
         if item.supersedes is not None:
             doc["supersedes"] = [_check_key("supersedes", item.supersedes)]
         if item.idempotency_key is not None:
@@ -293,6 +298,8 @@ class MemoryStore:
         if todo:
             for d, (score, rule) in zip(todo, score_batch(self.scorer, [d["content"] for d in todo])):
                 d["importance"], d["importance_rule"] = score, rule
+        for _, d in docs:
+            derive_applies_to(d)
         return docs
 
     def _lookup_body(self, doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -763,6 +770,10 @@ class MemoryStore:
         if p.recent_n:
             searches += [header, {"id": self.names.script("recent"), "params": {  # k more: de-dup may drop k
                 "namespace": namespace, "size": p.recent_n + k, **({"as_of": tp["as_of"]} if as_of_t else {})}}]
+        if p.pinned:
+            searches += [header, {"id": self.names.script("pinned"), "params": {
+                "namespace": namespace, "query": query, "size": p.pinned + k,
+                "importance_floor": p.importance_floor}}]
         if explain:
             searches += [header, {"id": self.names.script("recall"), "explain": True,
                                   "params": {**tp, "rel_only": True}}]
@@ -777,6 +788,10 @@ class MemoryStore:
         if explain:
             for h in resp["responses"][-1]["hits"]["hits"]:
                 terms_by_id[h["_id"]] = term_contributions(h.get("_explanation", {}))
+        if p.pinned:  # pinned memories that match too little go to the pinned section (esmem/pinned.py)
+            hits = gate(hits, lambda h: ranking.invert_rel(float(h["_score"]), ranking.recency(h["_source"], p, now_t),
+                                                           float(h["_source"].get("importance", 1.0)), p),
+                        p.importance_floor, p.pinned_min_share)
         hits, raised = self._neighbours(hits, namespace, p, now_t)
         items = self._rank(hits, k, p, now_t, terms_by_id, raised)
         recent: tuple[Memory, ...] = ()
@@ -787,9 +802,14 @@ class MemoryStore:
             recent = tuple(sorted(newest, key=lambda m: m.valid_from))
         if touch and items:
             self._touch_or_warn(namespace, [r.memory.id for r in items], now_t, p.rho)
+        pinned: tuple[Memory, ...] = ()
+        if p.pinned:
+            chosen = {r.memory.id for r in items}
+            pinned = tuple(Memory.from_hit(h["_id"], h["_source"]) for h in
+                           resp["responses"][2 if p.recent_n else 1]["hits"]["hits"] if h["_id"] not in chosen)[:p.pinned]
         engine_ms = float(sum(r.get("took", 0) for r in resp["responses"]))
         return RecallResult(query, namespace, now_t, p, tuple(items), recent,
-                            (time.perf_counter() - started) * 1000, engine_ms)
+                            (time.perf_counter() - started) * 1000, engine_ms, pinned)
 
     def _neighbours(self, hits: list[Mapping[str, Any]], namespace: str, p: RecallParams,
                     now: datetime) -> tuple[list[Mapping[str, Any]], dict[str, str]]:

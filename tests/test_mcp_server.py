@@ -94,7 +94,7 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
     ctx = call(await client.call_tool("context", {"messages": conv, "budget": 400}))
     assert ctx["text"].startswith("## Relevant memories\n- [rule, ")
     assert NEW_429 in ctx["text"] and OLD_429 not in ctx["text"]
-    assert PEANUTS in ctx["text"]  # importance 10 (allergy): must-not-miss
+    assert PEANUTS not in ctx["text"]  # importance 10 (allergy): pinned, but it does not apply to 429
     assert ctx["chars"] == len(ctx["text"]) <= 400 and new["id"] in ctx["included"]
 
     # history, restore

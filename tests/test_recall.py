@@ -101,7 +101,10 @@ def test_important_old_memory_reaches_top_3_without_lexical_match(plain: MemoryS
     ])
     for mode in ("blend", "multiply", "weighted"):
         res = plain.recall("order takeout tonight", "imp", 3, params=RecallParams(mode=mode), now=NOW, touch=False)
-        assert "allergic to peanuts and seafood" in [r.memory.content for r in res.items], mode
+        assert "allergic to peanuts and seafood" in [m.content for m in res.pinned], mode  # its own section
+        old = plain.recall("order takeout tonight", "imp", 3, now=NOW, touch=False,
+                           params=RecallParams(mode=mode, must_not_miss=True, pinned=0))  # a ranked slot, as before
+        assert "allergic to peanuts and seafood" in [r.memory.content for r in old.items], mode
 
 
 def test_penicillin_reaches_the_doctor(plain: MemoryStore) -> None:
@@ -111,9 +114,13 @@ def test_penicillin_reaches_the_doctor(plain: MemoryStore) -> None:
                       valid_from=NOW - i * DAY) for i in range(1, 8)],
     ])
     res = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False)
-    assert "allergic to penicillin" in [r.memory.content for r in res.items]
+    assert "allergic to penicillin" in [m.content for m in res.pinned]
+    assert "allergic to penicillin" not in [r.memory.content for r in res.items]
+    old = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False,
+                       params=RecallParams(must_not_miss=True, pinned=0))
+    assert "allergic to penicillin" in [r.memory.content for r in old.items]
     off = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False,
-                       params=RecallParams(must_not_miss=False))
+                       params=RecallParams(pinned=0))
     assert "allergic to penicillin" not in [r.memory.content for r in off.items]
 
 
