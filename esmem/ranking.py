@@ -67,6 +67,7 @@ def format_duration(d: timedelta | None) -> str:
 MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
            "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
+           "resolve_overlap", "resolve_factor", "resolve_ratio",
            "min_importance", "window", "mmr_lambda", "recent_n", "rho")
 
 
@@ -85,6 +86,10 @@ class RecallParams:
     gamma: float = 0.2
     must_not_miss: bool = False    # pinned memories take no ranked slot: they have their own section
     pinned: int = 3                # at most this many pinned memories that apply (esmem/pinned.py)
+    resolve: bool = True           # demote the older of two same-topic candidates (esmem/resolve.py)
+    resolve_overlap: float = 0.5
+    resolve_factor: float = 0.9
+    resolve_ratio: float = 0.5
     pinned_min_share: float = 0.5  # a pinned memory keeps a ranked slot from this share of the top rel
     importance_floor: float = 8.0
     must_not_miss_boost: float = 1.0
@@ -114,7 +119,7 @@ class RecallParams:
             for kind in self.kinds:
                 if kind not in KINDS:
                     raise InvalidInput(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")
-        for name in ("mmr", "must_not_miss", "include_superseded"):
+        for name in ("mmr", "must_not_miss", "include_superseded", "resolve"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in NUMERIC:  # finite numbers only: NaN/inf would reach the engine's scripts
@@ -124,7 +129,9 @@ class RecallParams:
         checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", 0 < self.k <= 1e6),
                   ("c", 0 <= self.c <= 100), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
                   ("recent_n", 0 <= self.recent_n <= 100), ("pinned", 0 <= self.pinned <= 100),
-                  ("pinned_min_share", 0 <= self.pinned_min_share <= 1), ("entity_boost", 0 <= self.entity_boost <= 100),
+                  ("pinned_min_share", 0 <= self.pinned_min_share <= 1),
+                  ("resolve_overlap", 0 <= self.resolve_overlap <= 1), ("resolve_factor", 0 <= self.resolve_factor <= 1),
+                  ("resolve_ratio", 0 <= self.resolve_ratio <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
                   ("must_not_miss_boost", 0 <= self.must_not_miss_boost <= 100),
                   ("neighbour_boost", 0 <= self.neighbour_boost <= 100),
                   ("neighbour_prev", 0 <= self.neighbour_prev <= 1), ("neighbour_next", 0 <= self.neighbour_next <= 1),
@@ -244,7 +251,8 @@ def parse_time(value: str | datetime | int | float) -> datetime:
 TEMPLATE_KNOBS = ("mode", "w", "k", "c", "alpha", "beta", "gamma", "must_not_miss", "importance_floor",
                   "must_not_miss_boost", "entity_boost", "min_importance", "include_superseded", "neighbour_boost")
 CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
-                "pinned_min_share")
+                "pinned_min_share", "resolve", "resolve_overlap", "resolve_factor",
+                "resolve_ratio")
 
 
 def duration_param(d: timedelta | None) -> str | bool:

@@ -28,6 +28,7 @@ from .merge import jaccard as text_jaccard
 from .mmr import cosine, jaccard, mmr
 from .ranking import KINDS, RecallParams, epoch_ms, iso, parse_time, utcnow
 from .pinned import check_applies_to, derive_applies_to, gate
+from .resolve import resolve
 from .threads import expand, thread_fields, wanted
 
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
@@ -130,6 +131,7 @@ class Recalled:
     rank_before_mmr: int = 0
     terms: Mapping[str, float] = field(default_factory=dict)
     neighbour_of: str | None = None  # score inherited from this candidate next to it (esmem/threads.py)
+    demoted_by: str | None = None  # put under this newer same-topic memory (esmem/resolve.py)
 
 
 @dataclass(frozen=True)
@@ -788,12 +790,19 @@ class MemoryStore:
         if explain:
             for h in resp["responses"][-1]["hits"]["hits"]:
                 terms_by_id[h["_id"]] = term_contributions(h.get("_explanation", {}))
+        def rel(h: Mapping[str, Any]) -> float:  # the engine's relevance behind a fused score
+            return ranking.invert_rel(float(h["_score"]), ranking.recency(h["_source"], p, now_t),
+                                      float(h["_source"].get("importance", 1.0)), p)
+
         if p.pinned:  # pinned memories that match too little go to the pinned section (esmem/pinned.py)
-            hits = gate(hits, lambda h: ranking.invert_rel(float(h["_score"]), ranking.recency(h["_source"], p, now_t),
-                                                           float(h["_source"].get("importance", 1.0)), p),
-                        p.importance_floor, p.pinned_min_share)
+            hits = gate(hits, rel, p.importance_floor, p.pinned_min_share)
+        if p.resolve and as_of_t is None:  # the older of two same-topic candidates under the newer (esmem/resolve.py)
+            resolved = resolve(hits, query, p.resolve_overlap, p.resolve_factor, p.resolve_ratio, rel)
+            hits, demoted = resolved.hits, resolved.demoted_by
+        else:
+            demoted = {}
         hits, raised = self._neighbours(hits, namespace, p, now_t)
-        items = self._rank(hits, k, p, now_t, terms_by_id, raised)
+        items = self._rank(hits, k, p, now_t, terms_by_id, raised, demoted)
         recent: tuple[Memory, ...] = ()
         if p.recent_n:
             chosen = {r.memory.id for r in items}
@@ -830,7 +839,8 @@ class MemoryStore:
         return done.hits, done.neighbour_of
 
     def _rank(self, hits: list[Mapping[str, Any]], k: int, p: RecallParams, now: datetime,
-              terms_by_id: Mapping[str, Mapping[str, float]], raised: Mapping[str, str] = {}) -> list[Recalled]:
+              terms_by_id: Mapping[str, Mapping[str, float]], raised: Mapping[str, str] = {},
+              demoted: Mapping[str, str] = {}) -> list[Recalled]:
         if not hits:
             return []
         order = list(range(len(hits)))
@@ -856,7 +866,8 @@ class MemoryStore:
                 rel=ranking.invert_rel(float(h["_score"]), rec, imp, p), recency=rec,
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
-                terms=terms_by_id.get(h["_id"], {}), neighbour_of=raised.get(h["_id"])))
+                terms=terms_by_id.get(h["_id"], {}), neighbour_of=raised.get(h["_id"]),
+                demoted_by=demoted.get(h["_id"])))
         return out
 
     def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:
