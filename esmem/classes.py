@@ -17,6 +17,9 @@ from typing import Any, Mapping, Sequence
 from .errors import InvalidInput
 
 CLASS_METRICS = ("reach", "intrude@k")
+# The ranking defaults before issue 15, as recall overrides: `esmem eval --previous` runs them too.
+PREVIOUS_DEFAULTS = {"neighbour_boost": "0", "neighbour_prev": "0", "neighbour_next": "0", "must_not_miss": "true",
+                     "pinned": "0", "resolve": "false", "mmr_similarity": "tokens", "mmr_lambda": "0.7"}
 COMPARED = ("p@1", "r@3", "r@5", "r@10", "mrr", "stale@1", "reach", "intrude@k")
 
 
@@ -73,7 +76,8 @@ def _pct(key: str, v: float) -> str:
 def print_class_checks(console: Any, results: Sequence[tuple[str, Mapping[str, Any]]],
                        saved: Mapping[str, Mapping[str, Mapping[str, float]]] | None) -> None:
     """The class checks of every run (when the dataset asks for them), then the changes against
-    `saved` (the run of the same label, else the saved run's first)."""
+    `saved` (the run of the same label, else the saved run's first) and, when a run is labelled
+    "previous defaults", the changes of the first run against it."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -87,6 +91,11 @@ def print_class_checks(console: Any, results: Sequence[tuple[str, Mapping[str, A
         for label, group, m in rows:
             table.add_row(label, group, *(_pct(c, m[c]) if c in m else "-" for c in CLASS_METRICS))
         console.print(table)
+    previous = dict(results).get("previous defaults")
+    if previous is not None:
+        before = {"overall": previous["overall"], **previous["groups"]}
+        for group, line in changes({"overall": results[0][1]["overall"], **results[0][1]["groups"]}, before):
+            console.print(escape(f"vs previous defaults {group}: {line}"))
     if saved:
         for label, rep in results:
             before = saved.get(label) or next(iter(saved.values()))

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from . import embedded
 from .errors import EngineError, EsmemError, InvalidInput, InvalidItem
-from .classes import load_saved, print_class_checks
+from .classes import PREVIOUS_DEFAULTS, load_saved, print_class_checks
 from .evaluate import BASELINES
 from .install import check as check_drift
 from .install import install as install_artifacts
@@ -419,10 +419,12 @@ def _metric_row(m: dict[str, float], columns: tuple[str, ...] = METRIC_COLUMNS) 
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
 @click.option("--compare", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="A saved `esmem eval --json` run: print per group what changed against it.")
+@click.option("--previous", is_flag=True, help="Also run the ranking defaults before issue 15 and print "
+                                                "per group what the current defaults change.")
 @click.pass_context
 def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
           sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
-          misses: bool, compare: Path | None) -> None:
+          misses: bool, compare: Path | None, previous: bool) -> None:
     """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
     from . import evaluate as ev
     from .merge import MergePolicy
@@ -451,6 +453,9 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
         runs = [("esmem", base), ("bm25 baseline", ev.RunConfig(base.params, base.merge, k, "bm25"))]
     else:
         runs = [(baseline or "esmem", base)]
+    if previous and not sweep and not baseline:
+        runs.insert(1, ("previous defaults", ev.RunConfig(params_from_strings(base.params, PREVIOUS_DEFAULTS),
+                                                          base.merge, k)))
     evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval")
     results = []
     try:

@@ -100,13 +100,16 @@ class RecallParams:
     min_importance: float = 1.0
     window: int = 20
     mmr: bool = True
-    mmr_lambda: float = 0.7
+    mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (README "Beyond plain BM25")
+    mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/mmr.py)
     recent_n: int = 0
     rho: float = 0.5               # reheat: fraction of the gap to `now` an access removes
     kinds: tuple[str, ...] | None = None
     include_superseded: bool = False
 
     def __post_init__(self) -> None:
+        if self.mmr_similarity not in ("words", "tokens"):
+            raise ConfigError(f"mmr_similarity must be words or tokens, got {self.mmr_similarity!r}")
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
         for name, d in [("half_life", self.half_life), *self.kind_half_lives.items()]:
@@ -252,7 +255,7 @@ TEMPLATE_KNOBS = ("mode", "w", "k", "c", "alpha", "beta", "gamma", "must_not_mis
                   "must_not_miss_boost", "entity_boost", "min_importance", "include_superseded", "neighbour_boost")
 CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
                 "pinned_min_share", "resolve", "resolve_overlap", "resolve_factor",
-                "resolve_ratio")
+                "resolve_ratio", "mmr_similarity")
 
 
 def duration_param(d: timedelta | None) -> str | bool:

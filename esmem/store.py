@@ -25,7 +25,7 @@ from .importance import Scorer, rule_scorer, score_batch
 from .install import Names, installed_policy, require_installed
 from .merge import Candidate, Decision, MergePolicy, decide, overlap
 from .merge import jaccard as text_jaccard
-from .mmr import cosine, jaccard, mmr
+from .mmr import cosine, jaccard, mmr, similarity_set
 from .ranking import KINDS, RecallParams, epoch_ms, iso, parse_time, utcnow
 from .pinned import check_applies_to, derive_applies_to, gate
 from .resolve import resolve
@@ -850,7 +850,7 @@ class MemoryStore:
             if all(s.get("embedding") for s in srcs):
                 sim = lambda i, j: cosine(srcs[i]["embedding"], srcs[j]["embedding"])  # noqa: E731
             else:
-                sets = [token_set(s["content"]) for s in srcs]
+                sets = [similarity_set(s["content"], p.mmr_similarity) for s in srcs]
                 sim = lambda i, j: jaccard(sets[i], sets[j])  # noqa: E731
             order, pen = mmr([h["_score"] for h in hits], sim, k, p.mmr_lambda)
             for i, v in zip(order, pen):
