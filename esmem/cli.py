@@ -273,8 +273,8 @@ def result_json(res: RecallResult) -> dict[str, Any]:
     return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
             "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
-                       "rank_before_mmr": r.rank_before_mmr,
-                       "terms": dict(r.terms)} for r in res.items],
+                       "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
+                       "demoted_by": r.demoted_by, "terms": dict(r.terms)} for r in res.items],
             "recent": [mem(m) for m in res.recent], "pinned": [mem(m) for m in res.pinned], "took_ms": res.took_ms}
 
 
@@ -292,6 +292,9 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
         for i, r in enumerate(res.items, 1):
             terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
             out.print(f"  #{i} terms: {terms or '(no lexical match)'}")
+            if r.neighbour_of or r.demoted_by:  # client-side stages (esmem/threads.py, esmem/resolve.py)
+                out.print("     " + (f"next to {r.neighbour_of[:10]} (inherited relevance) " if r.neighbour_of else "")
+                          + (f"put under the newer {r.demoted_by[:10]}" if r.demoted_by else ""))
     if res.recent:
         out.print("recent:")
         for m in res.recent:

@@ -84,6 +84,10 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
     assert [m["memory"]["id"] for m in past["memories"]] == [old["id"]]
     facts = call(await client.call_tool("recall", {"query": "429 重试 花生", "kinds": ["fact"]}))
     assert [m["memory"]["id"] for m in facts["memories"]] == [nut["id"]]
+    # pinned: the allergy applies to ordering takeout although no word matches; not to a 429 question
+    food = call(await client.call_tool("recall", {"query": "今晚点外卖"}))
+    assert [m["content"] for m in food["pinned"]] == [PEANUTS] and not food["memories"]
+    assert call(await client.call_tool("recall", {"query": "429 重试"}))["pinned"] == []
     # from messages: the filler last turn does not hide the topic
     conv = [{"role": "user", "content": "接口一直 429，怎么重试比较好？"}, {"role": "assistant", "content": "可以退避。"},
             {"role": "user", "content": "好的，继续"}]
