@@ -73,3 +73,15 @@ def test_the_update_ranks_first_and_the_old_version_stays_below_it(updates: Memo
     past = updates.recall(query, "u", 5, now=NOW, touch=False, as_of=datetime(2026, 6, 1, tzinfo=timezone.utc))
     past_ranked = [r.memory.content for r in past.items]
     assert past_ranked[0] == old and new not in past_ranked  # as_of sees the world before the update
+
+
+def test_explain_says_which_newer_memory_an_old_one_was_put_under(updates: MemoryStore) -> None:
+    from click.testing import CliRunner
+
+    from esmem.cli import cli
+
+    res = CliRunner().invoke(cli, ["--url", updates.engine.url, "--prefix", updates.names.prefix, "recall",
+                                   "what time is the stand-up", "-n", "u", "--now", "2026-11-01T00:00:00Z",
+                                   "--no-touch", "--explain"])
+    assert res.exit_code == 0, res.output
+    assert "put under the newer" in res.stdout
