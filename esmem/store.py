@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from . import ranking
-from .analysis import token_set, truncate_query
+from .analysis import truncate_query
 from .engine import Engine
 from .errors import EngineError, EsmemWarning, InvalidInput, InvalidItem, NotFound
 from .importance import Scorer, rule_scorer, score_batch
