@@ -19,6 +19,11 @@ the newer one:
 
     score(older) = min(score(older), resolve_factor * score(newer))
 
+The "matches about as well" path applies to rules and events only; a fact, preference, intent or
+note is an update only when it says so: "Redis failover drills happen monthly" matches "Redis
+failover runbook" about as well as the runbook does and is no new version of it (tests/
+test_context.py). Events keep the path by measurement: without it datasets/diversity.jsonl fell to
+95% at the default MMR lambda (README "Beyond plain BM25").
 Without the second condition two different rules of one blog ("scan for private data before
 publishing an article" / "fill the article's front matter") that share the query's word "article"
 would be taken for versions of one rule (datasets/rules.jsonl q02, q17).
@@ -54,8 +59,11 @@ def same_topic(a: frozenset[str], b: frozenset[str], overlap: float) -> bool:
     return bool(a) and bool(b) and len(a & b) / len(a | b) >= overlap
 
 
-def reads_as_update(newer: str, rel_newer: float, rel_older: float, ratio: float) -> bool:
-    return bool(CHANGE.search(newer)) or rel_newer >= ratio * rel_older
+RATIO_KINDS = ("rule", "event")
+
+
+def reads_as_update(newer: str, rel_newer: float, rel_older: float, ratio: float, kind: str = "rule") -> bool:
+    return bool(CHANGE.search(newer)) or (kind in RATIO_KINDS and rel_newer >= ratio * rel_older)
 
 
 def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, factor: float, ratio: float,
@@ -71,7 +79,8 @@ def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, facto
             if (new is old or new["_source"]["kind"] != old["_source"]["kind"]
                     or new["_source"]["valid_from"] <= old["_source"]["valid_from"]
                     or not same_topic(m[old["_id"]], m[new["_id"]], overlap)
-                    or not reads_as_update(new["_source"]["content"], rel(new), rel(old), ratio)):
+                    or not reads_as_update(new["_source"]["content"], rel(new), rel(old), ratio,
+                                           new["_source"]["kind"])):
                 continue
             cap = factor * float(new["_score"])
             if score[old["_id"]] > cap:

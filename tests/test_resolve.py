@@ -39,6 +39,8 @@ def test_two_rules_that_share_one_query_word_are_not_versions_of_each_other() ->
     assert not reads_as_update("文章开头的 front matter 必须写全四个字段", 2.2, 5.6, 0.5)
     assert reads_as_update("周会改到周四上午 10 点了", 1.0, 5.0, 0.5)
     assert reads_as_update("On 429 back off with jitter", 3.7, 7.1, 0.5)
+    assert not reads_as_update("Redis failover drills happen monthly", 4.0, 5.0, 0.5, "fact")  # facts: say so
+    assert reads_as_update("Alice now reports to Carol", 1.0, 5.0, 0.5, "fact")
     assert not same_topic(frozenset({"a"}), frozenset(), 0.5)
 
 
