@@ -36,7 +36,8 @@ def test_one_half_life_old_scores_half_and_evergreen_is_not_discounted(plain: Me
         MemoryInput(text + " (x2)", "hl", kind="event", importance=5, valid_from=NOW - 30 * DAY),
         MemoryInput(text + " (x3)", "hl", kind="event", importance=5, valid_from=NOW - 30 * DAY, evergreen=True),
     ])
-    params = params_from_strings(RecallParams(mode="multiply", mmr=False, must_not_miss=False), {"hl.event": "30d"})
+    params = params_from_strings(RecallParams(mode="multiply", mmr=False, must_not_miss=False, resolve=False),
+                                 {"hl.event": "30d"})  # resolution would put the older twins under x1
     got = _by_content(plain.recall("quarterly planning meeting", "hl", 3, params=params, now=NOW, touch=False))
     fresh, old, evergreen = (got[text + s] for s in (" (x1)", " (x2)", " (x3)"))
     assert fresh.rel == pytest.approx(old.rel, rel=1e-6)  # relevance held equal
