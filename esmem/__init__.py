@@ -1,11 +1,12 @@
 """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
-from .connection import ConnectionConfig
-from .engine import Engine
-from .errors import EsmemError
-from .install import check, install, uninstall
-from .merge import MergePolicy
-from .ranking import RecallParams
-from .store import Memory, MemoryInput, MemoryStore, Recalled, RecallResult, WriteResult
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import Memory, MemoryInput, Recalled, RecallResult, WriteResult
+from esmem.errors import EsmemError
+from esmem.index.connection import ConnectionConfig
+from esmem.index.engine import Engine
+from esmem.index.install import check, install, uninstall
 
 __version__ = "0.1.0"
 __all__ = ["ConnectionConfig", "Engine", "EsmemError", "Memory", "MemoryInput", "MemoryStore", "MergePolicy", "RecallParams",

@@ -28,12 +28,14 @@ class TemplateRenderError(EsmemError):
 
 
 class EngineError(EsmemError):
-    """The engine answered with an error."""
+    """The engine answered with an error. `cause`: the client's own error, redacted (the exception
+    chain is cut so that no secret of the connection can reach a traceback)."""
 
     def __init__(self, message: str, status: int | None = None, body: object = None):
         super().__init__(message)
         self.status = status
         self.body = body
+        self.cause: str | None = None
 
 
 class EngineUnavailable(EngineError):

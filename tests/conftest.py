@@ -2,7 +2,7 @@
 
 Every engine found is a parameter of the `engine_url` fixture, so the contract suite runs once per
 engine, and the run ends with one summary line per engine. The embedded engines are every flavour
-of `esmem.embedded.FLAVOURS` (OpenSearch 2.19 and 3.x; ESMEM_TEST_ENGINES narrows the list): one
+of `esmem.engines.embedded.FLAVOURS` (OpenSearch 2.19 and 3.x; ESMEM_TEST_ENGINES narrows the list): one
 already running in its ESMEM_HOME state directory (as .ci/run starts them) is used as it is,
 otherwise a temporary one is started and stopped. Each test gets its own prefix (uuid), so tests
 never touch each other's data or the rest of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by
@@ -26,12 +26,12 @@ from typing import Iterator
 
 import pytest
 
-from esmem import embedded
-from esmem.connection import ConnectionConfig
-from esmem.engine import Engine, detect
+from esmem.domain.store import MemoryStore
+from esmem.engines import embedded
 from esmem.errors import EsmemError
-from esmem.install import install, uninstall
-from esmem.store import MemoryStore
+from esmem.index.connection import ConnectionConfig
+from esmem.index.engine import Engine, detect
+from esmem.index.install import install, uninstall
 
 OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.6"  # in step with the embedded default
 ELASTICSEARCH_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
@@ -225,7 +225,7 @@ def engine_url(request: pytest.FixtureRequest) -> Iterator[str]:
         return
     # CLI tests pass `--url engine.url`: on the secured engine the rest comes from the environment,
     # as it would for a user (paths only: the password stays in its file).
-    from esmem import embedded_secure
+    from esmem.engines import embedded_secure
 
     saved = {k: os.environ.get(k) for k in _SECURED_ENV}
     running = _ENGINES.secured

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from esmem.analysis import tokens
-from esmem.engine import Engine
-from esmem.install import Names
+from esmem.domain.analysis import tokens
+from esmem.index.engine import Engine
+from esmem.index.install import Names
 
 
 def analyze(engine: Engine, prefix: str, analyzer: str, text: str) -> list[str]:

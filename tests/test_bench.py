@@ -13,14 +13,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from esmem.analysis import tokens
-from esmem.bench import combine_passes, PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
-from esmem.cli_bench import bench_cmd
-from esmem.engine import Engine
-from esmem.install import check
-from esmem.merge import MergePolicy
-from esmem.ranking import KINDS, RecallParams, epoch_ms, parse_time
-from esmem.store import MemoryStore
+from esmem.apps.bench import combine_passes, PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
+from esmem.cli.bench import bench_cmd
+from esmem.domain.analysis import tokens
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.index.engine import Engine
+from esmem.index.install import check
+from esmem.values import KINDS, epoch_ms, parse_time
 
 NOW = datetime(2026, 10, 8, tzinfo=timezone.utc)
 
@@ -104,14 +105,18 @@ def test_naive_top1_matches_a_plain_python_computation(engine: Engine, installed
         assert ranked[0][0] == docs[_plain_top1(docs, q.text, NOW)]["_id"], q.text
 
 
+def _bench(engine: Engine, prefix: str, *args: str):
+    """`esmem bench ...` as the CLI group runs it, against the test engine."""
+    group = click.Group()
+    group.add_command(bench_cmd)
+    return CliRunner().invoke(group, ["bench", *args], obj={"url": engine.url, "prefix": prefix})
+
+
 def test_cli_report_has_every_path_and_leaves_the_prefix_alone(engine: Engine, installed: str) -> None:
     mine = MemoryStore(engine, installed)
     mine.remember("我的真实记忆：周五前交周报", "me", importance=5)
-    group = click.Group()
-    group.add_command(bench_cmd)
-    res = CliRunner().invoke(group, ["bench", "--sizes", "300", "--namespaces", "5", "--queries", "10",
-                                     "--merge-sample", "60", "--seed", "1", "--json"],
-                             obj={"url": engine.url, "prefix": installed})
+    res = _bench(engine, installed, "--sizes", "300", "--namespaces", "5", "--queries", "10",
+                      "--merge-sample", "60", "--seed", "1", "--json")
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["config"]["sizes"] == [300]
@@ -167,11 +172,8 @@ def test_passes_combine_into_medians_with_the_spread_of_each_ratio() -> None:
 
 
 def test_cli_repeat_reports_every_pass(engine: Engine, installed: str) -> None:
-    group = click.Group()
-    group.add_command(bench_cmd)
-    res = CliRunner().invoke(group, ["bench", "--sizes", "200", "--namespaces", "4", "--queries", "4",
-                                     "--merge-sample", "20", "--repeat", "3", "--json"],
-                             obj={"url": engine.url, "prefix": installed})
+    res = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
+                      "--merge-sample", "20", "--repeat", "3", "--json")
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["config"]["repeat"] == 3
@@ -180,7 +182,6 @@ def test_cli_repeat_reports_every_pass(engine: Engine, installed: str) -> None:
             assert p["passes"] == 3 and p["n"] == 3 * scope["queries"]
             lo, hi = p["ratio_p50_spread"]
             assert lo <= p["ratio_p50"] <= hi
-    table = CliRunner().invoke(group, ["bench", "--sizes", "200", "--namespaces", "4", "--queries", "4",
-                                       "--merge-sample", "20", "--repeat", "2"],
-                               obj={"url": engine.url, "prefix": installed})
+    table = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
+                   "--merge-sample", "20", "--repeat", "2")
     assert table.exit_code == 0 and "median of 2 interleaved passes" in table.stdout

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from esmem.classes import changes, class_metrics, load_saved
-from esmem.cli import cli
+from esmem.apps.classes import changes, class_metrics, load_saved
+from esmem.cli.main import cli
 from esmem.errors import InvalidInput
-from esmem.evaluate import Query, QueryOutcome, metrics
+from esmem.apps.evaluate import Query, QueryOutcome, metrics
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"

@@ -9,12 +9,14 @@ import click
 import pytest
 from click.testing import CliRunner, Result
 
-from esmem.cli import Group
-from esmem.cli_agent import config_cmd, context_cmd, stats_cmd
-from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams, default_values, parse_time
-from esmem.stats import collect
-from esmem.store import MemoryInput, MemoryStore
+from esmem.apps.stats import collect
+from esmem.cli.agent import config_cmd, context_cmd, stats_cmd
+from esmem.cli.main import Group
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams, default_values
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
@@ -22,7 +24,7 @@ DAY = timedelta(days=1)
 
 @click.group(cls=Group)
 def agent_cli() -> None:
-    """The agent commands alone, as esmem.cli will register them."""
+    """The agent commands alone, as esmem.cli.main will register them."""
 
 
 for _cmd in (config_cmd, stats_cmd, context_cmd):

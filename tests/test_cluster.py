@@ -16,12 +16,13 @@ from typing import Iterator
 
 import pytest
 
-from esmem import embedded
-from esmem.engine import Engine
+from esmem.domain.merge import MergePolicy
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.engines import embedded
 from esmem.errors import EsmemError
-from esmem.install import check, install, uninstall
-from esmem.merge import MergePolicy
-from esmem.store import MemoryInput, MemoryStore
+from esmem.index.engine import Engine
+from esmem.index.install import check, install, uninstall
 
 
 def _health(url: str) -> dict:

@@ -2,16 +2,14 @@
 from __future__ import annotations
 
 import base64
-import json
-import threading
 import warnings
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from esmem.connection import ConnectionConfig, InsecureTLSWarning, redact_text
-from esmem.engine import Engine
 from esmem.errors import ConfigError
+from esmem.index.connection import ConnectionConfig, InsecureTLSWarning, redact_text
+from esmem.index.engine import detect
+from fake_root import fake_root  # tests/fake_root.py (tests/ is on sys.path under pytest)
 
 
 def test_url_userinfo_moves_into_the_config_and_out_of_the_url() -> None:
@@ -72,37 +70,16 @@ def test_insecure_warns_loudly() -> None:
     assert any(issubclass(w.category, InsecureTLSWarning) and "verification is OFF" in str(w.message) for w in seen)
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    """Records request headers and answers `GET /` like OpenSearch: for the signing format only."""
-
-    seen: list = []
-
-    def do_GET(self) -> None:  # noqa: N802
-        self.seen.append(dict(self.headers))
-        body = json.dumps({"version": {"number": "2.19.6", "distribution": "opensearch"}}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def recorder():
-    handler = type("R", (_Recorder,), {"seen": []})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", handler.seen
-    server.shutdown()
+    with fake_root({"number": "2.19.6", "distribution": "opensearch"}) as (url, seen):
+        yield url, seen
 
 
 def test_bearer_and_api_key_headers_reach_the_wire(recorder) -> None:
     url, seen = recorder
-    Engine(ConnectionConfig(url=url, bearer_token="tok-123")).close()
-    Engine(ConnectionConfig(url=url, api_key="id1:key1")).close()
+    detect(ConnectionConfig(url=url, bearer_token="tok-123"))
+    detect(ConnectionConfig(url=url, api_key="id1:key1"))
     auth = [h.get("authorization") or h.get("Authorization") for h in seen]
     assert auth == ["Bearer tok-123", "ApiKey " + base64.b64encode(b"id1:key1").decode()]
 
@@ -111,7 +88,7 @@ def test_sigv4_signs_with_opensearch_py_signer(recorder, monkeypatch) -> None:
     url, seen = recorder
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
-    Engine(ConnectionConfig(url=url, aws_region="eu-west-1")).close()
+    detect(ConnectionConfig(url=url, aws_region="eu-west-1"))
     auth = seen[0].get("Authorization") or seen[0].get("authorization")
     assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/") and "/eu-west-1/es/aws4_request" in auth
     assert "X-Amz-Date" in seen[0] or "x-amz-date" in seen[0]
@@ -120,9 +97,9 @@ def test_sigv4_signs_with_opensearch_py_signer(recorder, monkeypatch) -> None:
 def test_the_issue_command_against_a_closed_port_shows_no_password(monkeypatch) -> None:
     from click.testing import CliRunner
 
-    from esmem.cli import cli
-    from esmem.connection import ENV
-    from esmem.embedded import free_port
+    from esmem.cli.main import cli
+    from esmem.index.connection import ENV
+    from esmem.engines.embedded import free_port
 
     for var in ENV.values():
         monkeypatch.delenv(var, raising=False)

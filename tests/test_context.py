@@ -5,11 +5,13 @@ from datetime import timedelta
 
 import pytest
 
-from esmem.context import RECENT, RELEVANT, TRUNCATED, build_context, estimate_tokens, namespace_chars, when
+from esmem.apps.context import RECENT, RELEVANT, TRUNCATED, build_context, estimate_tokens, namespace_chars, when
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
-from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams, parse_time
-from esmem.store import MemoryInput, MemoryStore
+from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)

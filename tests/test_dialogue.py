@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from esmem.dialogue import build_query, is_filler, read_messages, strip_filler
+from esmem.apps.dialogue import build_query, is_filler, read_messages, strip_filler
+from esmem.domain.merge import MergePolicy
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
-from esmem.merge import MergePolicy
-from esmem.store import MemoryInput, MemoryStore
 
 REDIS_Q = {"role": "user", "content": "我们的 Redis 缓存老是把热点 key 淘汰掉，maxmemory-policy 该怎么配？"}
 REDIS_A = {"role": "assistant",

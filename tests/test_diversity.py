@@ -4,9 +4,9 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from esmem.evaluate import Evaluation, RunConfig, load_dataset, report
-from esmem.mmr import jaccard, mmr, similarity_set
-from esmem.ranking import RecallParams
+from esmem.apps.evaluate import Evaluation, RunConfig, load_dataset, report
+from esmem.domain.mmr import jaccard, mmr, similarity_set
+from esmem.domain.ranking import RecallParams
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 

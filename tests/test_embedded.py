@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from esmem import embedded, lockfile
-from esmem.cli import cli
+from esmem.cli.main import cli
+from esmem.engines import embedded
+from esmem.engines import lockfile
 from esmem.errors import EsmemError
 
 

@@ -1,43 +1,22 @@
 """The engine adapter and the embedded node: detection, refusal of unsupported engines, plugins."""
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from click.testing import CliRunner
 
-from esmem.cli import cli
-from esmem.embedded import free_port
-from esmem.engine import Engine, detect
+from esmem.cli.main import cli
+from esmem.engines.embedded import free_port
 from esmem.errors import EngineUnavailable, NotFound, UnsupportedEngine
-
-
-class _FakeRoot(BaseHTTPRequestHandler):
-    """Answers only `GET /`, like an old cluster would: for detection tests, not for ranking."""
-
-    version: dict = {}
-
-    def do_GET(self) -> None:  # noqa: N802
-        body = json.dumps({"version": self.version}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+from esmem.index.engine import Engine, detect
+from fake_root import fake_root  # tests/fake_root.py (tests/ is on sys.path under pytest)
 
 
 @pytest.fixture(params=[{"number": "7.17.9"}, {"number": "1.3.14", "distribution": "opensearch"}])
 def old_cluster(request: pytest.FixtureRequest):
-    handler = type("H", (_FakeRoot,), {"version": request.param})
-    server = HTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", request.param["number"]
-    server.shutdown()
+    """A cluster too old for esmem (only its `GET /`): for detection tests, not for ranking."""
+    with fake_root(request.param) as (url, _):
+        yield url, request.param["number"]
 
 
 def test_detects_the_engine_family_and_version(engine: Engine) -> None:
@@ -94,7 +73,7 @@ def test_nothing_listening_is_engine_unavailable() -> None:
 def test_unsupported_engines_are_refused(old_cluster) -> None:
     url, number = old_cluster
     with pytest.raises(UnsupportedEngine, match=number.replace(".", r"\.")):
-        Engine(url)
+        Engine(url).info
 
 
 def test_cli_install_against_closed_port_exits_2_with_one_line() -> None:
@@ -117,9 +96,10 @@ def test_bm25_is_on_the_lucene_9_scale_on_every_engine(engine: Engine, installed
     boost by EngineInfo.bm25_boost, so the merge lookup scores the documented formula everywhere."""
     import math
 
-    from esmem.analysis import tokens
-    from esmem.merge import MergePolicy
-    from esmem.store import MemoryInput, MemoryStore
+    from esmem.domain.analysis import tokens
+    from esmem.domain.merge import MergePolicy
+    from esmem.domain.store import MemoryStore
+    from esmem.domain.types import MemoryInput
 
     docs = ["Waters the tomatoes every morning", "Reads science fiction", "Cycles to work",
             "Plays chess online", "Waters the roses in the evening"]

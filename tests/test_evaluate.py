@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from esmem.cli import cli
+from esmem.apps.evaluate import Query, QueryOutcome, locomo_records, metrics, parse_dataset
+from esmem.cli.main import cli
 from esmem.errors import InvalidInput
-from esmem.evaluate import Query, QueryOutcome, locomo_records, metrics, parse_dataset
 
 RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"
 T = datetime(2026, 10, 8, tzinfo=timezone.utc)

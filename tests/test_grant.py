@@ -21,14 +21,16 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esmem import embedded, embedded_secure, ranking
-from esmem.cli import cli
-from esmem.connection import ENV, ConnectionConfig
-from esmem.engine import Engine
+from esmem import values
+from esmem.cli.main import cli
+from esmem.domain.store import MemoryStore
+from esmem.engines import embedded
+from esmem.engines import embedded_secure
 from esmem.errors import EngineError, InvalidInput
-from esmem.grant import dls_query, elasticsearch_role_descriptor, grant, revoke, role_body
-from esmem.install import Names, install, uninstall
-from esmem.store import MemoryStore
+from esmem.index.connection import ENV, ConnectionConfig
+from esmem.index.engine import Engine
+from esmem.index.grant import dls_query, elasticsearch_role_descriptor, grant, revoke, role_body
+from esmem.index.install import Names, install, uninstall
 
 A, B = "alpha-ns", "bravo-ns"
 MARK = "zebrasecret"  # only in B's contents; queries use it to try to match them
@@ -142,7 +144,7 @@ def _url_params(draw) -> dict:
 def stored_template_params(draw) -> dict:
     ns = draw(namespace)
     tp = {"namespace": ns or A, "query": " ".join(draw(st.lists(word, min_size=1, max_size=4))),
-          "size": draw(st.integers(1, 50)), "now": ranking.iso(ranking.utcnow())}
+          "size": draw(st.integers(1, 50)), "now": values.iso(values.utcnow())}
     extra = draw(st.dictionaries(st.sampled_from(["namespace", "min_importance", "size", "include_superseded",
                                                   "must_not_miss", "rel_only", "kinds", "mode", "junk"]),
                                  st.one_of(namespace, st.integers(-5, 50), st.booleans(), st.just("")), max_size=3))
@@ -236,7 +238,7 @@ def test_agent_writes_and_recalls_in_its_namespace_only(world: World) -> None:
     assert got.items[0].memory.id == new.id
     assert store.recall(f"{MARK} deploy secret", B, touch=False).items == ()
     with pytest.raises(EngineError, match="Update is not supported when FLS or DLS"):
-        store.touch(A, [new.id], ranking.utcnow(), 0.5)  # partial updates are refused under DLS (README)
+        store.touch(A, [new.id], values.utcnow(), 0.5)  # partial updates are refused under DLS (README)
 
 
 def test_grant_cli_is_idempotent_and_prints_no_secret(world: World, secured: embedded.Running, tmp_path,

@@ -5,9 +5,10 @@ from typing import Sequence
 
 import pytest
 
+from esmem.domain.importance import DEFAULT_IMPORTANCE, batched, gated, rule_scorer, score_batch
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError
-from esmem.importance import DEFAULT_IMPORTANCE, batched, gated, rule_scorer, score_batch
-from esmem.store import MemoryInput, MemoryStore
 
 
 @pytest.mark.parametrize("text, score, rule", [

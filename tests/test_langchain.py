@@ -12,10 +12,11 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.store.base import InvalidNamespaceError
 
+from esmem.apps.langchain import EsmemRetriever, query_from_messages
+from esmem.apps.langgraph_store import EsmemStore
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
-from esmem.langchain import EsmemRetriever, query_from_messages
-from esmem.langgraph_store import EsmemStore
-from esmem.store import MemoryInput, MemoryStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 OLD_RULE = "On HTTP 429 wait 1 second and retry, at most 3 times, then skip the step"

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from test_mcp_server import esmem_command
 
-from esmem.store import MemoryInput, MemoryStore
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 
 VICTIM, ATTACKER = "alice", "mallory"
 SECRET = f"SECRET{uuid.uuid4().hex[:12]}"

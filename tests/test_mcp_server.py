@@ -18,7 +18,7 @@ from typing import Any, Iterator
 import pytest
 from mcp import Client, StdioServerParameters
 
-from esmem.store import MemoryStore
+from esmem.domain.store import MemoryStore
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_text(encoding="utf-8").splitlines())
@@ -30,7 +30,7 @@ TOOLS = {"remember", "recall", "context", "history", "restore", "forget"}
 
 def esmem_command(url: str, prefix: str, namespace: str, *extra: str) -> list[str]:
     script = Path(sys.executable).with_name("esmem")
-    head = [str(script)] if script.exists() else [sys.executable, "-m", "esmem.cli"]
+    head = [str(script)] if script.exists() else [sys.executable, "-m", "esmem.cli.main"]
     return [*head, "--url", url, "--prefix", prefix, "mcp", "-n", namespace, *extra]
 
 
@@ -194,7 +194,7 @@ def test_streamable_http_transport(http_server: str, store: MemoryStore) -> None
 
 
 def test_without_the_extra_it_names_the_extra_and_exits_2(url: str, installed: str) -> None:
-    hide = "import sys; sys.modules['mcp'] = None; from esmem.cli import main; sys.argv[0] = 'esmem'; main()"
+    hide = "import sys; sys.modules['mcp'] = None; from esmem.cli.main import main; sys.argv[0] = 'esmem'; main()"
     run = subprocess.run([sys.executable, "-c", hide, "--url", url, "--prefix", installed, "mcp", "-n", "alice"],
                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert run.returncode == 2 and run.stdout == ""

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from esmem.domain.merge import Candidate, MergePolicy, decide, jaccard, overlap
 from esmem.errors import ConfigError
-from esmem.merge import Candidate, MergePolicy, decide, jaccard, overlap
 
 
 def cand(cid: str, content: str, bm25: float, kind: str = "rule") -> Candidate:

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import pytest
 
-from esmem.analysis import token_set
-from esmem.merge import MergePolicy
-from esmem.mmr import cosine, jaccard, mmr
-from esmem.ranking import RecallParams, parse_time
-from esmem.store import MemoryInput, MemoryStore
+from esmem.domain.analysis import token_set
+from esmem.domain.merge import MergePolicy
+from esmem.domain.mmr import cosine, jaccard, mmr
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.values import parse_time
 
 NOTES = ["writing TypeScript backend with Express for REST API",
          "building TypeScript backend API using Express framework",

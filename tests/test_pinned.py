@@ -5,12 +5,13 @@ from datetime import datetime, timezone
 
 import pytest
 
-from esmem.context import PINNED, RELEVANT, build_context
+from esmem.apps.context import PINNED, RELEVANT, build_context
 from esmem.errors import InvalidInput
-from esmem.merge import MergePolicy
-from esmem.pinned import TRIGGERS, check_applies_to, derive_applies_to, gate
-from esmem.ranking import RecallParams
-from esmem.store import MemoryInput, MemoryStore
+from esmem.domain.merge import MergePolicy
+from esmem.domain.pinned import TRIGGERS, check_applies_to, derive_applies_to, gate
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=timezone.utc)
 PENICILLIN = "I am allergic to penicillin"

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from esmem.domain.merge import MergePolicy
+from esmem.domain.policy import DecayPolicy, load_policy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError
-from esmem.merge import MergePolicy
-from esmem.policy import DecayPolicy, load_policy
-from esmem.ranking import RecallParams, parse_time
-from esmem.store import MemoryInput, MemoryStore
+from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)

@@ -9,12 +9,14 @@ from datetime import timedelta
 import pytest
 from click.testing import CliRunner
 
-from esmem.cli import cli
-from esmem.install import install, installed_policy, policy_drift
-from esmem.merge import MergePolicy
-from esmem.policy import DecayPolicy
-from esmem.ranking import KINDS, parse_time, reference_score
-from esmem.store import MemoryInput, MemoryStore
+from esmem.cli.main import cli
+from esmem.domain.merge import MergePolicy
+from esmem.domain.policy import DecayPolicy
+from esmem.domain.ranking import reference_score
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.index.install import install, installed_policy, policy_drift
+from esmem.values import KINDS, parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
@@ -38,7 +40,7 @@ def test_a_new_policy_reaches_every_store_on_its_next_call(engine, installed: st
     install(engine, installed, params=policy.params(), evergreen_kinds=tuple(policy.evergreen_kinds))
     rel = {h: s for h, s in _raw(one, "team offsite lisbon", rel_only=True).items()}
     for store in (one, two):
-        store._installed = None  # as after POLICY_TTL; the engine-side ranking changed already
+        store.recaller._installed = None  # as after POLICY_TTL; the engine-side ranking changed already
         after = store.recall("team offsite lisbon", "pol", 5, now=NOW, touch=False)
         assert {r.memory.id: r.score for r in after.items} != before
         assert after.params.mode == "multiply" and not after.params.mmr

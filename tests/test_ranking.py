@@ -6,11 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from esmem.merge import MergePolicy
-from esmem.ranking import (RecallParams, epoch_ms, parse_duration, params_from_strings, parse_time, reference_score,
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import (RecallParams, epoch_ms, parse_duration, params_from_strings, parse_time, reference_score,
                            template_overrides)
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError
-from esmem.store import MemoryInput, MemoryStore
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 WORDS = ["redis", "cache", "deploy", "python", "rust", "backup", "retry", "429", "jitter", "weekend", "hiking",

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from esmem.evaluate import load_dataset
-from esmem.store import MemoryStore
-from esmem.templates import assets_root
+from esmem.apps.evaluate import load_dataset
+from esmem.domain.store import MemoryStore
+from esmem.index.templates import assets_root
 
 pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
 
@@ -72,7 +72,7 @@ def test_the_tune_walkthrough_changes_every_clients_ranking(demo, tmp_path: Path
     assert f"updated  script {store.names.prefix}-recall" in out
     assert re.search(r"mode\s+multiply", out) and re.search(r"hl\.intent\s+3d", out)
     assert out.strip().splitlines()[-1] == "no drift"
-    store._installed = None  # as after POLICY_TTL
+    store.recaller._installed = None  # as after POLICY_TTL
     after = store.recall("429 怎么重试", "demo", 3, touch=False)
     assert after.params.mode == "multiply" and before.params.mode == "blend"
     assert [r.score for r in after.items] != [r.score for r in before.items]

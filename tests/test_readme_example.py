@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from esmem.store import MemoryStore
+from esmem.domain.store import MemoryStore
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -9,11 +9,13 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from esmem.cli import cli
+from esmem.cli.main import cli
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams, params_from_strings
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
-from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams, params_from_strings, parse_time
-from esmem.store import MemoryInput, MemoryStore
+from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
@@ -254,3 +256,22 @@ def test_cli_recall_from_messages_and_json(plain: MemoryStore, tmp_path) -> None
     assert "Redis" in out["query"] and out["items"][0]["content"].startswith("订单服务的缓存用 Redis 7")
     both = CliRunner().invoke(cli, [*base, "recall", "redis", "--from-messages", str(chat), "-n", "msg"])
     assert both.exit_code == 2 and "not both" in both.output
+
+
+def test_cli_recall_with_a_past_now_records_no_access_unless_asked(plain: MemoryStore) -> None:
+    m = plain.remember("the staging cluster runs on port 9400", "past", kind="fact", valid_from="2019-06-01T00:00:00Z")
+    base = ["--url", plain.engine.url, "--prefix", plain.names.prefix, "recall", "staging port", "-n", "past"]
+
+    def accesses() -> int:
+        plain.catalog.refresh()
+        return plain.get("past", m.id).access_count
+
+    replay = CliRunner().invoke(cli, [*base, "--now", "2020-01-01T00:00:00Z"])  # replaying history
+    assert replay.exit_code == 0, replay.output
+    assert accesses() == 0
+    asked = CliRunner().invoke(cli, [*base, "--now", "2020-01-01T00:00:00Z", "--touch"])
+    assert asked.exit_code == 0, asked.output
+    assert accesses() == 1
+    today = CliRunner().invoke(cli, base)  # no --now: a real use
+    assert today.exit_code == 0, today.output
+    assert accesses() == 2

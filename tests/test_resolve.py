@@ -5,10 +5,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams
-from esmem.resolve import reads_as_update, resolve, same_topic
-from esmem.store import MemoryInput, MemoryStore
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.resolve import reads_as_update, resolve, same_topic
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 
 NOW = datetime(2026, 11, 1, tzinfo=timezone.utc)
 MARCH = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -80,7 +81,7 @@ def test_the_update_ranks_first_and_the_old_version_stays_below_it(updates: Memo
 def test_explain_says_which_newer_memory_an_old_one_was_put_under(updates: MemoryStore) -> None:
     from click.testing import CliRunner
 
-    from esmem.cli import cli
+    from esmem.cli.main import cli
 
     res = CliRunner().invoke(cli, ["--url", updates.engine.url, "--prefix", updates.names.prefix, "recall",
                                    "what time is the stand-up", "-n", "u", "--now", "2026-11-01T00:00:00Z",

@@ -18,14 +18,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from esmem import embedded, embedded_secure
-from esmem.cli import cli
-from esmem.connection import ENV, ConnectionConfig, InsecureTLSWarning
-from esmem.engine import Engine
+from esmem.cli.main import cli
+from esmem.domain.store import MemoryStore
+from esmem.engines import embedded
+from esmem.engines import embedded_secure
 from esmem.errors import AuthenticationFailed, EsmemError, TLSFailure
-from esmem.grant import grant, revoke
-from esmem.install import install, uninstall
-from esmem.store import MemoryStore
+from esmem.index.connection import ENV, ConnectionConfig, InsecureTLSWarning
+from esmem.index.engine import Engine
+from esmem.index.grant import grant, revoke
+from esmem.index.install import install, uninstall
 
 
 def _hostport(url: str) -> str:
@@ -144,8 +145,9 @@ def test_credentials_in_the_url_work_and_every_failure_is_one_clear_line(secured
     for cfg, kind in [(ConnectionConfig(url=f"https://{user}:nope-{password}@{hp}", ca_certs=ca), AuthenticationFailed),
                       (ConnectionConfig(url=f"https://{user}:{password}@{hp}", ca_certs=other), TLSFailure)]:
         with pytest.raises(kind) as info:
-            Engine(cfg)
-        texts += [str(info.value), repr(info.value), "".join(traceback.format_exception(info.value)), repr(cfg)]
+            Engine(cfg).info
+        texts += [str(info.value), repr(info.value), "".join(traceback.format_exception(info.value)), repr(cfg),
+                  str(info.value.cause)]
 
     everything = "\n".join(texts)
     log = (secured.home / "engine.log").read_text(errors="replace")

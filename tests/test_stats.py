@@ -6,11 +6,13 @@ from datetime import timedelta
 
 import pytest
 
+from esmem.apps.plots import stats_dashboard
+from esmem.apps.stats import collect
+from esmem.domain.merge import MergePolicy
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
-from esmem.merge import MergePolicy
-from esmem.ranking import parse_time
-from esmem.stats import collect, plot
-from esmem.store import MemoryInput, MemoryStore
+from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
@@ -81,5 +83,5 @@ def test_an_empty_namespace_and_bad_arguments(store: MemoryStore) -> None:
 
 
 def test_plot_writes_a_png(store: MemoryStore, populated: dict[str, str], tmp_path) -> None:
-    path = plot(collect(store, "a"), tmp_path / "stats.png")
+    path = stats_dashboard(collect(store, "a"), tmp_path / "stats.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from esmem import bench
-from esmem.context import build_context
-from esmem.engine import Engine
-from esmem.evaluate import Evaluation, RunConfig, load_dataset
-from esmem.install import install, uninstall
-from esmem.ranking import RecallParams
-from esmem.stats import collect
-from esmem.store import MemoryInput, MemoryStore
+from esmem.apps import bench
+from esmem.apps.context import build_context
+from esmem.apps.evaluate import Evaluation, RunConfig, load_dataset
+from esmem.apps.stats import collect
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.index.engine import Engine
+from esmem.index.install import install, uninstall
 
 pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
 

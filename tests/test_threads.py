@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from esmem.errors import InvalidInput
-from esmem.evaluate import locomo_records
-from esmem.merge import MergePolicy
-from esmem.ranking import RecallParams, fuse, recency
-from esmem.store import MemoryInput, MemoryStore
-from esmem.threads import neighbour_rel, neighbour_text, thread_fields
+from esmem.apps.evaluate import locomo_records
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams, fuse, recency
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.domain.threads import neighbour_rel, neighbour_text, thread_fields
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
 SESSION = ["Joanna: I made coconut milk ice cream yesterday, want the recipe?",
@@ -57,7 +58,7 @@ def turns(engine, installed) -> MemoryStore:
 
 
 def _rels(store: MemoryStore, query: str, params: RecallParams) -> dict[str, float]:
-    from esmem.ranking import template_overrides
+    from esmem.domain.ranking import template_overrides
 
     tp = {"namespace": "chat", "query": query, "size": 20, "now": NOW.isoformat(), "rel_only": True,
           **template_overrides(params)}

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from esmem.cli import cli
+from esmem.cli.main import cli
+from esmem.domain.merge import decide
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
-from esmem.merge import decide
-from esmem.ranking import RecallParams, parse_time
-from esmem.store import MemoryInput, MemoryStore
+from esmem.values import parse_time
+from writers import run_writers  # tests/writers.py
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
@@ -145,22 +147,8 @@ def test_concurrent_writers_leave_one_active_successor(engine, installed) -> Non
     work = base + restated
     rng.shuffle(work)
     chunks = [work[i::8] for i in range(8)]
-    results: list = []
-    errors: list = []
-
-    def writer(chunk: list[tuple[str, str]]) -> None:
-        store = MemoryStore(engine, installed)  # one store per thread: no shared lock, only OCC
-        try:
-            for ns, text in chunk:
-                results.append((ns, text, store.remember(text, ns, kind="fact")))
-        except Exception as e:  # noqa: BLE001 - surfaced below
-            errors.append(e)
-
-    threads = [threading.Thread(target=writer, args=(c,)) for c in chunks]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = run_writers(lambda: MemoryStore(engine, installed), chunks,
+                                  lambda store, job: (job[0], job[1], store.remember(job[1], job[0], kind="fact")))
     assert not errors, errors[:1]
     assert len(results) == 400
     actions = [r.action for _, _, r in results]
@@ -177,7 +165,7 @@ def test_concurrent_writers_leave_one_active_successor(engine, installed) -> Non
                               "query": {"bool": {"filter": [{"term": {"namespace": ns}},
                                                             {"term": {"status": "active"}}]}}})["hits"]["hits"]
         for h in hits:
-            twins = decide(h["_source"]["content"], "fact", store._lookup(h["_source"], exclude=h["_id"]), store.merge)
+            twins = decide(h["_source"]["content"], "fact", store.writer.lookup(h["_source"], exclude=h["_id"]), store.merge)
             assert twins.action == "add", (h["_source"]["content"], [t.source["content"] for t in twins.targets])
     assert store.count(None) == 300  # one active memory per topic
 

@@ -3,8 +3,8 @@
 Reproduces the README's "Cost of the self-contained template" numbers:
 
     git -C . archive 0455933 | tar -x -C /tmp/esmem-base        # the commit before issue 13
-    PYTHONPATH=/tmp/esmem-base python -c 'import json; from esmem.templates import render; \
-      from esmem.ranking import RecallParams, template_params, parse_time; print(json.dumps({ \
+    PYTHONPATH=/tmp/esmem-base python -c 'import json; from esmem.index.templates import render; \
+      from esmem.domain.ranking import RecallParams, template_params, parse_time; print(json.dumps({ \
       "template": render("templates/search/recall.mustache.j2", {"prefix": "abold"}, shared=frozenset({"prefix"})), \
       "fuse": open("/tmp/esmem-base/painless/fuse_blend.painless").read(), \
       "params": template_params(RecallParams(), query="Q", namespace="N", size=20, now=parse_time("2026-11-30T00:00:00Z"))}))' \
@@ -22,11 +22,11 @@ import statistics
 import sys
 import time
 
-from esmem import bench
-from esmem.engine import Engine
-from esmem.install import MUSTACHE_OPTIONS, install, uninstall
-from esmem.merge import MergePolicy
-from esmem.ranking import iso, utcnow
+from esmem.apps import bench
+from esmem.index.engine import Engine
+from esmem.index.install import MUSTACHE_OPTIONS, install, uninstall
+from esmem.domain.merge import MergePolicy
+from esmem.values import iso, utcnow
 
 
 def main(url: str, old_path: str, size: int, queries: int, largest: bool) -> None:
@@ -41,11 +41,11 @@ def main(url: str, old_path: str, size: int, queries: int, largest: bool) -> Non
                                                                 "options": MUSTACHE_OPTIONS}})
     qs = bench.make_queries(corpus, queries, 0, namespace=corpus.namespaces[0] if largest else None)
 
-    def new(q: bench.Query) -> dict:
+    def new(q: bench.Probe) -> dict:
         return engine.request("POST", f"/{prefix}-memories/_search/template", {
             "id": f"{prefix}-recall", "params": {"namespace": q.namespace, "query": q.text}}, {"routing": q.namespace})
 
-    def previous(q: bench.Query) -> dict:
+    def previous(q: bench.Probe) -> dict:
         params = {**old["params"], "query": q.text, "namespace": q.namespace, "now": iso(utcnow())}
         return engine.request("POST", f"/{prefix}-memories/_search/template", {"id": "abold-recall", "params": params},
                               {"routing": q.namespace})

@@ -1,0 +1,123 @@
+"""The agent-facing commands `esmem config`, `esmem stats` and `esmem context` (registered by esmem.cli.main).
+
+Like esmem.cli.main they only parse, call the library and print. esmem.cli.main's helpers are imported inside
+each command because esmem.cli.main imports this module to register the commands.
+"""
+from __future__ import annotations
+
+import json
+
+import click
+
+from esmem.apps import plots
+from esmem.apps.context import ORDERS, build_context
+from esmem.apps.stats import collect
+from esmem.domain.policy import DecayPolicy, load_policy
+from esmem.domain.ranking import default_values, params_from_strings
+
+
+def _policy(path: str | None) -> DecayPolicy:
+    return load_policy(path) if path else DecayPolicy()
+
+
+@click.command("config")
+@click.option("--file", "path", default=None, help="Decay policy file (.toml or .json).")
+@click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def config_cmd(ctx: click.Context, path: str | None, sets: tuple[str, ...], as_json: bool) -> None:
+    """Show the ranking defaults: installed in the cluster (with --url/ESMEM_URL), or of a policy
+    file (--file), or esmem's built-in ones; and the recall parameters they produce."""
+    from esmem.cli.common import _engine, _pairs
+    from esmem.index.install import installed_policy
+
+    if path is None and ctx.obj.get("url"):
+        installed = installed_policy(_engine(ctx), ctx.obj["prefix"])
+        source, base, evergreen = f"installed under prefix {ctx.obj['prefix']}", installed.params, \
+            installed.evergreen_kinds
+        policy_dict = None
+    else:
+        policy = _policy(path)
+        source, base, evergreen = path or "(built-in defaults)", policy.params(), tuple(policy.evergreen_kinds)
+        policy_dict = policy.as_dict()
+    params = params_from_strings(base, _pairs(sets))
+    if as_json:
+        click.echo(json.dumps({"source": source, "policy": policy_dict, "params": params.as_dict(),
+                               "defaults": default_values(params, evergreen)}, ensure_ascii=False))
+        return
+    click.echo(f"policy: {source}")
+    click.echo(f"  {'evergreen_kinds':<20} {', '.join(evergreen) or '-'}")
+    for name, value in params.as_dict().items():
+        if name == "kind_half_lives":
+            for kind, hl in value.items():
+                click.echo(f"  {'hl.' + kind:<20} {hl}")
+        else:
+            click.echo(f"  {name:<20} {value}")
+
+
+@click.command("stats")
+@click.option("-n", "--namespace", default=None, help="One namespace (default: all of the prefix).")
+@click.option("--top", type=click.IntRange(1, 100), default=5, show_default=True, help="Length of the hit lists.")
+@click.option("--json", "as_json", is_flag=True)
+@click.option("--plot", "plot_path", default=None, help="Also write a PNG dashboard here (needs matplotlib).")
+@click.pass_context
+def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool, plot_path: str | None) -> None:
+    """Monitoring: memories by kind/status, hit analysis, age of recalled memories, merges."""
+    from esmem.cli.common import _store
+
+    st = collect(_store(ctx), namespace, top=top)
+    if plot_path:
+        plots.require()
+        plots.stats_dashboard(st, plot_path)
+    if as_json:
+        click.echo(json.dumps(st.as_dict(), ensure_ascii=False))
+        return
+    where = f"namespace {st.namespace}" if st.namespace else \
+        f"{st.namespaces} namespace{'' if st.namespaces == 1 else 's'}"
+    click.echo(f"{st.total} memories ({st.active} active) in {where} under prefix {st.prefix}")
+    click.echo("by status: " + ", ".join(f"{k}={v}" for k, v in sorted(st.by_status.items())))
+    for kind, counts in sorted(st.by_kind.items()):
+        click.echo(f"  {kind:<11} " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items())))
+    click.echo("importance rules: " + ", ".join(f"{k}={v}" for k, v in sorted(st.by_importance_rule.items())))
+    click.echo(f"recalled {st.recalled}, never recalled {st.never_recalled}")
+    for m in st.most_recalled:
+        click.echo(f"  {m.access_count:>5}x  {m.id}  {m.content[:60]}")
+    click.echo("age when last recalled: " + ", ".join(f"{k}={v}" for k, v in st.recall_age.items()))
+    click.echo(f"superseded {st.superseded}, superseding {st.superseding}, restated {st.restated}")
+    if plot_path:
+        click.echo(f"plot written to {plot_path}")
+
+
+@click.command("context")
+@click.argument("query", required=False)
+@click.option("-n", "--namespace", required=True)
+@click.option("-k", "k", type=int, default=5, show_default=True)
+@click.option("--budget", type=click.IntRange(1), default=800, show_default=True,
+              help="Character budget of the block.")
+@click.option("--tokens", "budget_tokens", type=click.IntRange(1), default=None, help="Also cap the estimated tokens.")
+@click.option("--recent", type=click.IntRange(0, 100), default=3, show_default=True,
+              help="Recent memories in the 'Recent conversation' section.")
+@click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
+@click.option("--from-messages", "messages_path", default=None,
+              help="Build the query from a conversation (JSON list of {role, content}).")
+@click.option("--policy", "policy_path", default=None, help="Decay policy file (.toml or .json).")
+@click.option("--now", default=None, help="Reference time (ISO-8601; default now).")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def context_cmd(ctx: click.Context, query: str | None, namespace: str, k: int, budget: int,
+                budget_tokens: int | None, recent: int, order: str, messages_path: str | None,
+                policy_path: str | None, now: str | None, as_json: bool) -> None:
+    """Recall and print the prompt block an agent pastes before its question."""
+    from esmem.cli.common import _store, resolve_query
+
+    query = resolve_query(query, messages_path)
+    store = _store(ctx)  # without --policy the policy installed in the cluster ranks
+    params = (_policy(policy_path).params() if policy_path else store.installed_params()).with_(recent_n=recent)
+    result = store.recall(query, namespace, k, params=params, now=now)
+    block = build_context(store, result, budget_chars=budget, budget_tokens=budget_tokens, order=order)
+    if as_json:
+        click.echo(json.dumps({"query": query, **block.as_dict()}, ensure_ascii=False))
+        return
+    click.echo(block.text)
+    click.echo(f"{block.chars} of {budget} chars (~{block.tokens} tokens); all active memories of {namespace}: "
+               f"{block.namespace_chars} chars", err=True)

@@ -1,0 +1,124 @@
+"""`esmem bench`: runs esmem.apps.bench on the cluster of the `esmem` group and prints what it measured.
+
+The bench works under its own prefixes (`<prefix>-bench-<size>`, `...-merge`) and deletes them
+afterwards, so it never reads or writes the user's memories.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+import click
+from rich.table import Table
+
+from esmem.apps import plots
+from esmem.apps.bench import PATHS, run
+from esmem.cli.common import _engine, fail, out
+from esmem.errors import EsmemError
+
+
+def _sizes(ctx: click.Context, param: click.Parameter, value: str) -> list[int]:
+    try:
+        sizes = [int(s) for s in value.split(",") if s.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {value!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise click.BadParameter("sizes must be positive integers")
+    return sizes
+
+
+def _ratio(p: Mapping[str, Any], q: str) -> str:
+    """The ratio to (a); with --repeat, the median and its [min-max] over the passes."""
+    spread = p.get(f"ratio_{q}_spread")
+    if not spread or p.get("passes", 1) == 1:
+        return f"{p[f'ratio_{q}']:.2f}"
+    return f"{p[f'ratio_{q}']:.2f} [{spread[0]:.2f}-{spread[1]:.2f}]"
+
+
+def latency_table(report: Mapping[str, Any]) -> Table:
+    repeat = report["config"].get("repeat", 1)
+    table = Table(title=f"recall latency, client wall ms ({report['engine']}, k={report['config']['k']}, "
+                        f"window={report['config']['window']}, {report['config']['queries']} queries"
+                        + (f", median of {repeat} interleaved passes [min-max of the ratio]" if repeat > 1 else "")
+                        + "; took = engine ms, 1 ms resolution)")
+    for col in ("size", "scope", "ns size", "path", "p50", "p95", "p99", "×(a) p50", "×(a) p95", "×(a) p99",
+                "took p50/mean"):
+        table.add_column(col, justify="left" if col in ("scope", "path") else "right")
+    for r in report["runs"]:
+        for scope in r["latency"]:
+            for key, p in scope["paths"].items():
+                table.add_row(str(r["size"]), scope["scope"], str(scope["namespace_size"]), f"({key}) {PATHS[key]}",
+                              f"{p['p50']:.2f}", f"{p['p95']:.2f}", f"{p['p99']:.2f}", _ratio(p, "p50"),
+                              _ratio(p, "p95"), _ratio(p, "p99"),
+                              f"{p['took']['p50']:.0f}/{p['took']['mean']:.2f}")
+            table.add_section()
+    return table
+
+
+def ingest_table(report: Mapping[str, Any]) -> Table:
+    table = Table(title="ingest (MemoryStore.remember_many) and index size")
+    for col in ("size", "policy", "memories", "seconds", "memories/s", "actions", "bytes/memory"):
+        table.add_column(col, justify="left" if col in ("policy", "actions") else "right")
+    for r in report["runs"]:
+        for row in r["ingest"]:
+            size = ""
+            if row["policy"] == "no merge":
+                idx = r["index"]
+                size = f"{idx['live']['bytes_per_memory']:.0f} ({idx['force_merged']['bytes_per_memory']:.0f} merged)"
+            actions = ", ".join(f"{k} {v}" for k, v in sorted(row["actions"].items()))
+            table.add_row(str(r["size"]), row["policy"], str(row["memories"]), f"{row['seconds']:.1f}",
+                          f"{row['per_second']:.0f}", actions, size)
+    return table
+
+
+def targets_table(report: Mapping[str, Any]) -> Table:
+    table = Table(title="targets (reported, not asserted)")
+    for col in ("size", "target", "scope", "value", "met"):
+        table.add_column(col, justify="right" if col in ("size", "value") else "left")
+    for r in report["runs"]:
+        for t in r["targets"]:
+            met = "n/a" if t["met"] is None else "yes" if t["met"] else "NO"
+            table.add_row(str(r["size"]), t["target"], t["scope"], f"{t['value']:.2f}", met)
+    return table
+
+
+@click.option("--sizes", default="10000,100000", show_default=True, callback=_sizes,
+              help="Corpus sizes in memories, comma-separated; one run each.")
+@click.option("--namespaces", type=click.IntRange(1), default=100, show_default=True,
+              help="Namespaces per corpus (Zipf-distributed sizes).")
+@click.option("--queries", type=click.IntRange(2), default=200, show_default=True,
+              help="Measured queries over all namespaces; each of the two largest namespaces gets a quarter.")
+@click.option("--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--merge-sample", type=click.IntRange(1), default=10_000, show_default=True,
+              help="How many memories (the oldest) the with-merge ingest measurement writes.")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Run the whole latency comparison N times back to back; report medians and the spread of each ratio.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also save a latency/throughput chart (PNG; needs matplotlib).")
+@click.pass_context
+def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
+           merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None) -> None:
+    """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
+    fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
+    if namespaces > min(sizes):
+        raise click.BadParameter(f"{namespaces} namespaces do not fit {min(sizes)} memories", param_hint="--namespaces")
+    if plot_to is not None:
+        plots.require()  # before the run, not after it
+    try:
+        report = run(_engine(ctx), ctx.obj["prefix"], sizes, namespaces=namespaces, queries=queries, k=k, seed=seed,
+                     merge_sample=merge_sample, repeat=repeat)
+    except EsmemError as e:
+        fail(str(e))
+    if plot_to is not None:
+        plots.bench(report, PATHS, plot_to)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    for table in (latency_table(report), ingest_table(report), targets_table(report)):
+        out.print(table)
+
+
+bench_cmd = click.command("bench")(_bench)

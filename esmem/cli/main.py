@@ -1,0 +1,546 @@
+"""The `esmem` command: parses arguments, calls the library, prints. No logic of its own.
+
+Errors esmem raises on purpose print one line to stderr and exit 2; `esmem check` exits 1 on drift.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from dataclasses import asdict
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from rich.table import Table
+
+from esmem.apps.classes import PREVIOUS_DEFAULTS, load_saved, print_class_checks
+from esmem.apps.evaluate import BASELINES
+from esmem.cli.common import _engine, _pairs, _store, err, fail, out, resolve_query
+from esmem.domain.ranking import RecallParams, params_from_strings
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import RecallResult
+from esmem.engines import embedded
+from esmem.errors import EngineError, EsmemError, InvalidInput, InvalidItem, TemplateRenderError
+from esmem.index.install import check as check_drift
+from esmem.index.install import install as install_artifacts
+from esmem.values import iso, parse_time, utcnow
+
+
+
+class Group(click.Group):
+    """Maps esmem's errors to a one-line message and exit code 2 (no traceback); a template render
+    error keeps the lines around the fault that `templates` shows."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TemplateRenderError as e:  # its excerpt of the asset file is the point: print it whole
+            fail(str(e), whole=True)
+        except EsmemError as e:
+            fail(str(e))
+        except click.UsageError as e:  # a bad option value: one line too, not click's usage block
+            fail(e.format_message())
+
+
+@click.group(cls=Group)
+@click.option("--url", envvar="ESMEM_URL", default=None,
+              help="Cluster URL, userinfo allowed: https://user:pass@host:9200 (env ESMEM_URL).")
+@click.option("--prefix", envvar="ESMEM_PREFIX", default="esmem", show_default=True,
+              help="Name prefix of the index, alias, scripts and templates (env ESMEM_PREFIX).")
+@click.option("--cloud-id", default=None, help="Elastic Cloud ID instead of --url (env ESMEM_CLOUD_ID).")
+@click.option("--username", default=None, help="Basic-auth user (env ESMEM_USERNAME; the password only from "
+                                               "ESMEM_PASSWORD or ESMEM_PASSWORD_FILE, never argv).")
+@click.option("--ca-certs", default=None, help="PEM CA bundle to trust (env ESMEM_CA_CERTS).")
+@click.option("--ssl-fingerprint", default=None, help="Pin the server certificate's SHA-256 (env ESMEM_SSL_FINGERPRINT).")
+@click.option("--client-cert", default=None, help="Client certificate PEM (env ESMEM_CLIENT_CERT).")
+@click.option("--client-key", default=None, help="Client key PEM (env ESMEM_CLIENT_KEY).")
+@click.option("--insecure", is_flag=True, default=False,
+              help="Do not verify TLS certificates (loud warning; env ESMEM_VERIFY_CERTS=false).")
+@click.option("--aws-region", default=None, help="Sign with SigV4 for Amazon OpenSearch Service (env ESMEM_AWS_REGION).")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, prefix: str, cloud_id: str | None, username: str | None,
+        ca_certs: str | None, ssl_fingerprint: str | None, client_cert: str | None, client_key: str | None,
+        insecure: bool, aws_region: str | None) -> None:
+    """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
+    ctx.obj = {"url": url, "prefix": prefix,
+               "connection": {"cloud_id": cloud_id, "username": username, "ca_certs": ca_certs,
+                              "ssl_fingerprint": ssl_fingerprint, "client_cert": client_cert,
+                              "client_key": client_key, "verify_certs": False if insecure else None,
+                              "aws_region": aws_region}}
+    warnings.showwarning = _one_line_warning
+
+
+def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
+    click.echo(f"warning: {str(message).splitlines()[0]}", err=True)
+
+
+# -- engine ------------------------------------------------------------------------------------
+_ENGINE_OPTION = click.option("--engine", "flavour", type=click.Choice(list(embedded.FLAVOURS)),
+                              default=embedded.DEFAULT_FLAVOUR, show_default=True,
+                              help="Which embedded engine (OpenSearch 3 needs Java 21+).")
+
+
+@cli.group()
+def engine() -> None:
+    """Run an embedded OpenSearch node (2.19 or 3.x, built from Maven Central artifacts)."""
+
+
+@engine.command("up")
+@_ENGINE_OPTION
+@click.option("--port", type=int, default=None, help="HTTP port (default: a free one).")
+@click.option("--data", type=click.Path(path_type=Path), default=None, help="Data directory.")
+@click.option("--heap", default=None, help="JVM heap per node, e.g. 1g (env ESMEM_ENGINE_HEAP).")
+@click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True,
+              help="Form a cluster of this many nodes on 127.0.0.1.")
+@click.option("--secure", is_flag=True, help="One 2.19 node with the security plugin: TLS, users, document-level security.")
+def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool) -> None:
+    """Start the node(s) in the background; print the URL (of the first node) as the last line."""
+    err.print(f"starting the embedded {flavour} (the first start fetches its jars, or builds it with Maven)...")
+    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure)
+    if running.secure:
+        err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
+                  highlight=False)
+    click.echo(running.url)
+
+
+def _env_line(running: embedded.Running) -> str:
+    """The ESMEM_* exports for a running embedded engine: paths only, the password stays in its 0600 file."""
+    line = f"export ESMEM_URL={running.url}"
+    if running.secure:
+        from esmem.engines.embedded_secure import ADMIN_USER, files
+
+        line += (f" ESMEM_CA_CERTS={running.ca} ESMEM_USERNAME={ADMIN_USER}"
+                 f" ESMEM_PASSWORD_FILE={files(running.home).password_file}")
+    return line
+
+
+@engine.command("env")
+@_ENGINE_OPTION
+def engine_env(flavour: str) -> None:
+    """Print the export line that points esmem at the running embedded engine (for `eval`)."""
+    running = embedded.read_state(embedded.state_dir(flavour))
+    if not running or not embedded.running_health(running):
+        fail("the embedded engine is not running", 1)
+    click.echo(_env_line(running))
+
+
+@engine.command("lock")
+@_ENGINE_OPTION
+def engine_lock(flavour: str) -> None:
+    """Maintainers: build with Maven, then write engine/launcher/ENGINE (jars.lock + compiled launcher)."""
+    click.echo(embedded.lock(flavour))
+
+
+@engine.command("status")
+@_ENGINE_OPTION
+def engine_status(flavour: str) -> None:
+    """Exit 0 when the embedded node answers."""
+    running = embedded.read_state(embedded.state_dir(flavour))
+    status = embedded.running_health(running) if running else None
+    if running and status:
+        click.echo(f"{running.url} {status} (pid {', '.join(map(str, running.pids))}{', secured' if running.secure else ''})")
+        return
+    fail(f"the embedded {flavour} is not running", 1)
+
+
+@engine.command("down")
+@_ENGINE_OPTION
+def engine_down(flavour: str) -> None:
+    """Stop the embedded node(s)."""
+    click.echo("stopped" if embedded.down(embedded.state_dir(flavour)) else "not running")
+
+
+# -- install / check ---------------------------------------------------------------------------
+@cli.command()
+@click.option("--migrate", is_flag=True, help="Reindex into a new index when the mapping changed.")
+@click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True)
+@click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True)
+@click.option("--policy", "policy_path", default=None,
+              help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
+@click.pass_context
+def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None) -> None:
+    """Put the index template, index + alias, stored scripts and search templates (idempotent);
+    the policy's ranking defaults go into the stored templates, so every client gets them."""
+    eng = _engine(ctx)
+    params, evergreen = _policy_defaults(policy_path)
+    report = install_artifacts(eng, ctx.obj["prefix"], migrate=migrate, shards=shards, replicas=replicas,
+                               params=params, evergreen_kinds=evergreen)
+    for name in report.created:
+        click.echo(f"created  {name}")
+    for name in report.updated:
+        click.echo(f"updated  {name}")
+    for note in report.notes:
+        click.echo(f"note     {note}")
+    click.echo(f"{report.summary()} ({eng.info}, prefix {ctx.obj['prefix']})")
+
+
+def _policy_defaults(path: str | None) -> tuple[RecallParams, tuple[str, ...]]:
+    from esmem.domain.policy import DecayPolicy, load_policy
+
+    policy = load_policy(path) if path else DecayPolicy()
+    return policy.params(), tuple(policy.evergreen_kinds)
+
+
+@cli.command()
+@click.option("--policy", "policy_path", default=None,
+              help="Compare the installed ranking defaults with this policy (default: esmem's).")
+@click.pass_context
+def check(ctx: click.Context, policy_path: str | None) -> None:
+    """Compare what is installed with the repo and the policy; exit 1 naming each drift."""
+    params, evergreen = _policy_defaults(policy_path)
+    drift = check_drift(_engine(ctx), ctx.obj["prefix"], params=params, evergreen_kinds=evergreen)
+    for line in drift:
+        click.echo(f"drift    {line}")
+    if drift:
+        sys.exit(1)
+    click.echo("no drift")
+
+
+@cli.command()
+@click.option("--delete-data", is_flag=True, help="Also delete the memory index and its alias (all memories).")
+@click.pass_context
+def uninstall(ctx: click.Context, delete_data: bool) -> None:
+    """Remove the stored scripts, search templates and index template (idempotent); the data
+    index and alias only with --delete-data."""
+    from esmem.index.install import uninstall as remove
+
+    removed = remove(_engine(ctx), ctx.obj["prefix"], delete_data=delete_data)
+    for name in removed:
+        click.echo(f"removed  {name}")
+    click.echo(f"{len(removed)} removed (prefix {ctx.obj['prefix']})"
+               + ("" if delete_data else "; memories kept (--delete-data removes them)"))
+
+
+# -- remember / recall / explain ---------------------------------------------------------------
+@cli.command()
+@click.argument("content")
+@click.option("-n", "--namespace", required=True)
+@click.option("--kind", default="fact", show_default=True)
+@click.option("--importance", type=float, default=None, help="1-10 (default: the rule-based scorer).")
+@click.option("--valid-from", default=None, help="ISO-8601 time it was said (default: now).")
+@click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
+@click.option("--evergreen", is_flag=True, help="Never decays.")
+@click.option("--source", default="user", show_default=True)
+@click.option("--dry-run", is_flag=True, help="Show the merge decision without writing.")
+@click.option("--idempotency-key", default=None, help="Retrying with the same key lands on the same memory.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def remember(ctx: click.Context, content: str, namespace: str, kind: str, importance: float | None,
+             valid_from: str | None, entities: tuple[str, ...], evergreen: bool, source: str,
+             dry_run: bool, idempotency_key: str | None, as_json: bool) -> None:
+    """Write one memory (supersede-merge decides added / superseded / duplicate)."""
+    res = _store(ctx).remember(content, namespace, kind=kind, importance=importance, valid_from=valid_from,
+                               entities=entities, evergreen=evergreen, source=source, dry_run=dry_run,
+                               idempotency_key=idempotency_key)
+    if as_json:
+        click.echo(json.dumps(asdict(res), ensure_ascii=False))
+        return
+    what = {"added": "added", "superseded": f"superseded {', '.join(res.superseded)}",
+            "duplicate": f"duplicate of {res.duplicate_of}",
+            "outdated": f"outdated by {res.outdated_by} (kept as history)"}[res.action]
+    click.echo(f"{'(dry run) ' if dry_run else ''}{'(already written) ' if res.replayed else ''}{what} -> {res.id}")
+    for mid, sc in res.scores.items():
+        click.echo(f"  candidate {mid}: bm25={sc['bm25']:.2f} overlap={sc['overlap']:.2f}")
+
+
+def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed([
+        click.argument("query", required=False),
+        click.option("--from-messages", "messages_path", default=None,
+                     help="Build the query from a conversation JSON file (fillers dropped) instead of QUERY."),
+        click.option("-n", "--namespace", required=True),
+        click.option("-k", "k", type=int, default=5, show_default=True),
+        click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value."),
+        click.option("--now", default=None, help="Reference time (ISO-8601; default now)."),
+        click.option("--as-of", default=None, help="Only memories valid at this time."),
+        click.option("--json", "as_json", is_flag=True),
+    ]):
+        f = opt(f)
+    return f
+
+
+def _recall(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
+            sets: tuple[str, ...], now: str | None, as_of: str | None, touch: bool, explain: bool) -> RecallResult:
+    store = _store(ctx)  # --set overrides the installed policy; without it the installed defaults rank
+    params = params_from_strings(store.installed_params(), _pairs(sets)) if sets else None
+    return store.recall(resolve_query(query, messages_path), namespace, k, params=params, now=now, as_of=as_of,
+                                      touch=touch, explain=explain)
+
+
+def result_json(res: RecallResult) -> dict[str, Any]:
+    def mem(m: Any) -> dict[str, Any]:
+        d = asdict(m)
+        for key, v in d.items():
+            if isinstance(v, datetime):
+                d[key] = iso(v)
+        return d
+
+    return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
+            "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
+                       "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
+                       "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
+                       "demoted_by": r.demoted_by, "terms": dict(r.terms)} for r in res.items],
+            "recent": [mem(m) for m in res.recent], "pinned": [mem(m) for m in res.pinned], "took_ms": res.took_ms}
+
+
+def print_result(res: RecallResult, *, explain: bool) -> None:
+    table = Table(title=f"recall {res.query!r} in {res.namespace} ({res.params.mode}, {res.took_ms:.1f} ms)")
+    for col in ("#", "id", "score", "rel", "rec", "imp", "reheat", "mmr", "pre-mmr", "kind", "valid_from", "content"):
+        table.add_column(col, overflow="fold")
+    for i, r in enumerate(res.items, 1):
+        m = r.memory
+        table.add_row(str(i), m.external_id or m.id[:10], f"{r.score:.4f}", f"{r.rel:.3f}", f"{r.recency:.3f}",
+                      f"{m.importance:g}", f"{r.reheat:.2f}", f"{r.mmr_penalty:.3f}", str(r.rank_before_mmr), m.kind,
+                      iso(m.valid_from)[:10], m.content)
+    out.print(table)
+    if explain:
+        for i, r in enumerate(res.items, 1):
+            terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
+            out.print(f"  #{i} terms: {terms or '(no lexical match)'}")
+            if r.neighbour_of or r.demoted_by:  # client-side stages (esmem/threads.py, esmem/resolve.py)
+                out.print("     " + (f"next to {r.neighbour_of[:10]} (inherited relevance) " if r.neighbour_of else "")
+                          + (f"put under the newer {r.demoted_by[:10]}" if r.demoted_by else ""))
+    if res.recent:
+        out.print("recent:")
+        for m in res.recent:
+            out.print(f"  {iso(m.valid_from)[:16]}  {m.content}")
+    if res.pinned:
+        out.print("pinned (applies to this request):")
+        for m in res.pinned:
+            out.print(f"  {m.external_id or m.id[:10]}  {m.content}")
+
+
+@cli.command()
+@_recall_options
+@click.option("--touch/--no-touch", default=None,
+              help="Record the access (reheat write-back). Default: yes, but not with a --now in the past "
+                   "(replaying history is not using the memories today).")
+@click.option("--explain", "explain_", is_flag=True, help="Show per-term BM25 contributions.")
+@click.pass_context
+def recall(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
+           sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool, touch: bool | None,
+           explain_: bool) -> None:
+    """Recall the top-k memories of a namespace for a query (or for a conversation)."""
+    if touch is None:
+        touch = now is None or parse_time(now) >= utcnow() - timedelta(minutes=1)
+    res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, touch, explain_)
+    if as_json:
+        click.echo(json.dumps(result_json(res), ensure_ascii=False))
+    else:
+        print_result(res, explain=explain_)
+
+
+@cli.command()
+@_recall_options
+@click.pass_context
+def explain(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
+            sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool) -> None:
+    """Recall read-only and show why each memory ranked where it did."""
+    res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, False, True)
+    if as_json:
+        click.echo(json.dumps(result_json(res), ensure_ascii=False))
+    else:
+        print_result(res, explain=True)
+
+
+@cli.command("import")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("-n", "--namespace", default="default", show_default=True, help="For lines without one.")
+@click.option("--no-merge", is_flag=True, help="Index every line, no supersede-merge.")
+@click.option("--dry-run", is_flag=True, help="Decide without writing.")
+@click.pass_context
+def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool) -> None:
+    """Import memories from JSONL in file order (merge decisions batched with _msearch)."""
+    from rich.progress import Progress
+
+    from esmem.domain.merge import MergePolicy
+    from esmem.domain.jsonl import read_jsonl
+
+    items, line_of = read_jsonl(str(file), namespace)
+    store = MemoryStore(_engine(ctx), ctx.obj["prefix"], merge=MergePolicy(enabled=not no_merge))
+    done = [0]
+
+    def advance(n: int) -> None:
+        done[0] += n
+        bar.advance(task, n)
+
+    try:
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:  # errors stay one line
+            task = bar.add_task(f"importing {file.name}", total=len(items))
+            results = store.remember_many(items, dry_run=dry_run, progress=advance)
+    except InvalidItem as e:
+        fail(f"{file}:{line_of[e.position]}: {e.reason}")
+    except InvalidInput as e:
+        fail(f"{file}:{line_of[0]}: {e}" if len(items) == 1 else str(e))
+    except EngineError as e:
+        if dry_run:
+            raise
+        fail(f"{e} -- {done[0]} of {len(items)} lines are durably imported (up to line "
+             f"{line_of[done[0] - 1] if done[0] else 0}); re-run the same command to resume: the import is idempotent")
+    counts = {a: sum(r.action == a and not r.replayed for r in results)
+              for a in ("added", "superseded", "duplicate", "outdated")}
+    replayed = sum(r.replayed for r in results)
+    click.echo(f"{'(dry run) ' if dry_run else ''}{len(results)} memories: {counts['added']} added, "
+               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated"
+               + (f", {replayed} already imported" if replayed else ""))
+
+
+# -- history / restore -------------------------------------------------------------------------
+@cli.command()
+@click.argument("memory_id")
+@click.option("-n", "--namespace", required=True)
+@click.pass_context
+def history(ctx: click.Context, memory_id: str, namespace: str) -> None:
+    """Show the version chain of a memory, oldest first."""
+    for m in _store(ctx).history(namespace, memory_id):
+        click.echo(f"{m.id}  {m.status:<10} {iso(m.valid_from)[:19]}  {m.content}")
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("-n", "--namespace", required=True)
+@click.option("--keep-successor", is_flag=True, help="Keep the successor active too (the merge was wrong).")
+@click.pass_context
+def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: bool) -> None:
+    """Reactivate a superseded memory (undo a merge)."""
+    m = _store(ctx).restore(namespace, memory_id, retire_successor=not keep_successor)
+    click.echo(f"{m.id} is {m.status} again")
+
+
+# -- eval --------------------------------------------------------------------------------------
+METRIC_COLUMNS = ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1", "saving", "p50_ms", "p95_ms")
+
+
+def _metric_row(m: dict[str, float], columns: tuple[str, ...] = METRIC_COLUMNS) -> list[str]:
+    pct = {"p@1", "r@3", "r@5", "r@10", "stale@1", "saving", "reach", "intrude@k"}
+    return ["-" if c not in m or m[c] != m[c] else f"{m[c] * 100:.1f}%" if c in pct
+            else f"{m[c]:.3f}" if c in ("mrr", "ndcg@5") else f"{m[c]:.1f}" for c in columns]
+
+
+@cli.command("eval")
+@click.argument("dataset", required=False, type=click.Path(path_type=Path))
+@click.option("--locomo", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Evaluate LoCoMo conversations from this folder (esmem vs the bm25 baseline).")
+@click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("--set", "sets", multiple=True, help="Override a recall or merge parameter: key=value.")
+@click.option("--sweep", default=None, help="key=v1,v2,...: one row per value.")
+@click.option("--baseline", type=click.Choice(BASELINES), default=None)
+@click.option("--no-merge", is_flag=True, help="Ingest without supersede-merge.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
+@click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
+@click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
+@click.option("--compare", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A saved `esmem eval --json` run: print per group what changed against it.")
+@click.option("--previous", is_flag=True, help="Also run the ranking defaults before issue 15 and print "
+                                                "per group what the current defaults change.")
+@click.pass_context
+def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
+          sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
+          misses: bool, compare: Path | None, previous: bool) -> None:
+    """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
+    from esmem.apps import evaluate as ev
+    from esmem.apps import plots
+
+    if (dataset is None) == (locomo is None):
+        fail("give either a DATASET file or --locomo DIR")
+    if plot:
+        plots.require()  # before the run, not after it
+    dropped: list[str] = []
+    data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    saved = load_saved(compare) if compare else None
+    if dropped:
+        err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
+    runs = ev.plan_runs(_pairs(sets), k, sweep=sweep, baseline=baseline, merge=not no_merge, locomo=bool(locomo))
+    if previous and not sweep and not baseline:
+        runs.insert(1, ("previous defaults", ev.RunConfig(params_from_strings(runs[0][1].params, PREVIOUS_DEFAULTS),
+                                                          runs[0][1].merge, k)))
+    evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval")
+    results = []
+    try:
+        from rich.progress import Progress
+
+        with Progress(console=err, transient=True) as bar:
+            for label, cfg in runs:
+                task = bar.add_task(label, total=len(data.queries))
+                outcomes = evaluation.run(cfg, explain_misses=misses and not as_json and not sweep,
+                                          progress=lambda: bar.advance(task))
+                results.append((label, cfg, ev.report(outcomes), ev.misses(outcomes, data)))
+    finally:
+        evaluation.close()
+    if as_json:
+        if len(results) == 1:
+            label, cfg, rep, _ = results[0]
+            click.echo(json.dumps({**rep, "config": cfg.as_dict()}, ensure_ascii=False))
+        else:
+            click.echo(json.dumps({"runs": [{"label": label, **rep, "config": cfg.as_dict()}
+                                            for label, cfg, rep, _ in results]}, ensure_ascii=False))
+        return
+    table = Table(title=f"{'LoCoMo' if locomo else dataset} (k={k})")
+    for col in ("run", "group", "n", *METRIC_COLUMNS):
+        table.add_column(col, justify="right")
+    for label, _, rep, _ in results:
+        for group, m in [("overall", rep["overall"]), *rep["groups"].items()]:
+            table.add_row(label, group, f"{m['queries']:.0f}", *_metric_row(m))
+    out.print(table)
+    print_class_checks(out, [(label, rep) for label, _, rep, _ in results], saved)
+    if misses:
+        for label, _, _, missed in results[:1] if not sweep else []:
+            for miss in missed:
+                out.print(f"miss {miss['query']} [{miss['group']}] {miss['text']!r}: gold {list(miss['gold'])} "
+                          f"at rank {miss['gold_rank'] or '-'}; top-1 {miss['top1']} {miss['top1_content']!r}")
+                if miss["top1_terms"]:
+                    out.print("     top-1 terms: " + "  ".join(f"{t}={v:.2f}" for t, v in miss["top1_terms"].items()))
+    if plot:
+        plots.eval_sweep(plot, [(label, rep) for label, _, rep, _ in results])
+        err.print(f"wrote {plot}")
+
+
+@cli.command()
+@click.option("--data", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="Dataset JSONL (default: the bundled datasets/demo.jsonl).")
+@click.pass_context
+def demo(ctx: click.Context, data: Path | None) -> None:
+    """The quickstart: engine (embedded unless --url/ESMEM_URL), install, demo memories, explained recalls."""
+    from esmem.apps import demo as job
+
+    started = not ctx.obj["url"]
+    if started:
+        err.print("no ESMEM_URL: starting the embedded OpenSearch (the first start fetches its jars, or builds it with Maven)...")
+        ctx.obj["url"] = embedded.up().url
+    eng = _engine(ctx)
+    done = job.run(eng, ctx.obj["prefix"], data)
+    out.print(f"engine {eng.info} at {eng.url}; install: {done.installed.summary()}")
+    counts = {a: sum(r.action == a and not r.replayed for r in done.written)
+              for a in ("added", "superseded", "duplicate", "outdated")}
+    replayed = sum(r.replayed for r in done.written)
+    out.print(f"remembered {len(done.written)} demo memories: {counts['added']} added, {counts['superseded']} merged "
+              f"(an update superseded an older rule), {counts['duplicate']} duplicate (already there), "
+              f"{counts['outdated']} outdated (older than what is there: kept as history)"
+              + (f", {replayed} written by an earlier run" if replayed else ""))
+    for res in done.recalls:
+        print_result(res, explain=True)
+    out.print(f"try: ESMEM_URL={eng.url} esmem explain '429 怎么重试' -n demo"
+              + ("   (the embedded engine keeps running: `esmem engine down` stops it)" if started else ""))
+
+
+def _register() -> None:
+    from esmem.cli.agent import config_cmd, context_cmd, stats_cmd
+    from esmem.cli.bench import bench_cmd
+    from esmem.cli.grant import grant_cmd, revoke_cmd
+    from esmem.cli.mcp import mcp_cmd
+
+    for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd):
+        cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    cli(prog_name="esmem")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""A Python mirror of the index's analyzers, so MMR and the merge overlap see the engine's tokens.
+
+Engine chain (templates/index_template.json.j2): standard tokenizer (UAX #29 words, one token per
+Han character) -> cjk_width -> lowercase -> possessive_english -> stop words (templates/stopwords_en.txt) -> cjk_bigram
+-> snowball English.
+`esmem_index` keeps CJK unigrams and bigrams; `esmem_search` keeps only bigrams (plus lone
+characters), which is the query-side dedup of seed 002: a bigram no longer counts its two unigrams
+again. tests/test_analysis.py checks this module against `_analyze` on a mixed corpus.
+"""
+from __future__ import annotations
+
+import unicodedata
+from functools import lru_cache
+
+import regex
+import snowballstemmer
+
+from esmem.index.templates import stopwords
+
+MAX_TOKEN_LENGTH = 255  # the standard tokenizer's default
+_BOUNDARY = regex.compile(r"(?V1w)\b")
+_WORDLIKE = regex.compile(r"[\p{L}\p{N}\p{M}_\p{Extended_Pictographic}]")
+_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_POSSESSIVE = ("'s", "\u2019s", "\uff07s")
+_stemmer = snowballstemmer.stemmer("english")
+STOP_WORDS = stopwords()  # templates/stopwords_en.txt, also rendered into the index template
+
+
+def _fold_width(text: str) -> str:
+    """cjk_width: full-width ASCII to half-width, half-width katakana to full-width."""
+    if not any("\uff00" <= ch <= "\uffef" for ch in text):
+        return text
+    return "".join(unicodedata.normalize("NFKC", ch) if "\uff00" <= ch <= "\uffef" else ch for ch in text)
+
+
+def _segments(text: str) -> list[tuple[str, int, int]]:
+    """Standard tokenizer: UAX #29 word segments that hold a letter or digit, with offsets."""
+    out: list[tuple[str, int, int]] = []
+    pos = 0
+    for part in _BOUNDARY.split(text):
+        start, pos = pos, pos + len(part)
+        if not part or not _WORDLIKE.search(part):
+            continue
+        for i in range(0, len(part), MAX_TOKEN_LENGTH):
+            chunk = part[i:i + MAX_TOKEN_LENGTH]
+            out.append((chunk, start + i, start + i + len(chunk)))
+    return out
+
+
+def _is_cjk(token: str) -> bool:
+    return bool(_CJK.match(token))
+
+
+def _normalise(token: str) -> str:
+    token = _fold_width(token).lower()
+    for suffix in _POSSESSIVE:
+        if token.endswith(suffix):
+            return token[:-2]
+    return token
+
+
+@lru_cache(maxsize=65536)
+def _stem(token: str) -> str:
+    return _stemmer.stemWord(token)
+
+
+def tokens(text: str, *, query: bool = False) -> list[str]:
+    """Tokens as `esmem_index` (query=False) or `esmem_search` (query=True) would produce them."""
+    out: list[str] = []
+    run: list[str] = []  # adjacent CJK characters waiting to be bigrammed
+    last_end = -1
+
+    def flush() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        else:
+            for i in range(len(run) - 1):
+                if not query:
+                    out.append(run[i])
+                out.append(run[i] + run[i + 1])
+            if not query:
+                out.append(run[-1])
+        run.clear()
+
+    for raw, start, end in _segments(text):
+        token = _normalise(raw)
+        if token in STOP_WORDS:
+            continue
+        if _is_cjk(token):
+            if run and start != last_end:
+                flush()
+            run.extend(token)
+            last_end = end
+            continue
+        if run:
+            flush()
+        out.append(token)
+    if run:
+        flush()
+    return [_stem(t) for t in out]
+
+
+def token_set(text: str) -> frozenset[str]:
+    """The distinct index tokens of a text: the unit of MMR's Jaccard similarity."""
+    return frozenset(tokens(text))
+
+
+def truncate_query(text: str, max_terms: int) -> str:
+    """The longest prefix of `text` whose search tokens number at most `max_terms`.
+
+    A match query builds one clause per token; a 10 KB query would exceed the engine's clause
+    limit (1024), so recall keeps the first terms instead of failing."""
+    count = 0
+    for raw, start, end in _segments(text):
+        token = _normalise(raw)
+        if token in STOP_WORDS:
+            continue
+        count += len(token) if _is_cjk(token) else 1  # a CJK run yields at most one bigram per character
+        if count > max_terms:
+            return text[:start]
+    return text

@@ -1,0 +1,54 @@
+"""Maximal Marginal Relevance over the engine's candidate window (seed 000).
+
+    MMR(d) = lambda * rel(d) - (1 - lambda) * max_{s in selected} sim(d, s)
+
+Recency and importance are already inside rel (the engine's fused score, scaled to [0, 1]); MMR
+only trades relevance against redundancy. A pure function over indices, like elasticsearch-py's
+vectorstore helper, so it is testable without an engine.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+from esmem.domain.analysis import token_set, tokens
+
+SIMILARITIES = ("words", "tokens")
+
+
+def similarity_set(text: str, similarity: str = "words") -> frozenset[str]:
+    """What Jaccard compares. "words": stemmed words and CJK bigrams (the search analyzer's tokens):
+    two Chinese notes on different topics share many single characters (的, 了, 是...) but few
+    bigrams. "tokens": the index tokens, CJK unigrams included (the measure before issue 15)."""
+    return frozenset(tokens(text, query=True)) if similarity == "words" else token_set(text)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a and not b:
+        return 0.0
+    return len(a & b) / len(a | b)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    na, nb = math.sqrt(sum(x * x for x in a)), math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def mmr(relevance: Sequence[float], similarity: Callable[[int, int], float], k: int,
+        lambda_: float = 0.7) -> tuple[list[int], list[float]]:
+    """Pick k indices greedily; also return each pick's redundancy penalty (1 - lambda) * max sim."""
+    top = max(relevance, default=0.0)
+    rel = [r / top if top > 0 else 0.0 for r in relevance]
+    remaining = list(range(len(rel)))
+    chosen: list[int] = []
+    penalties: list[float] = []
+    max_sim = [0.0] * len(rel)
+    while remaining and len(chosen) < k:
+        best = max(remaining, key=lambda i: (lambda_ * rel[i] - (1 - lambda_) * max_sim[i], -i))
+        chosen.append(best)
+        penalties.append((1 - lambda_) * max_sim[best])
+        remaining.remove(best)
+        for i in remaining:
+            max_sim[i] = max(max_sim[i], similarity(i, best))
+    return chosen, penalties

@@ -1,0 +1,91 @@
+"""MemoryStore: the one object an application holds — a writer and a recaller over one installed prefix.
+
+Write: validate -> score importance -> lookup + merge decision -> bulk write (`writer`).
+Read: template params -> one `_msearch/template` call -> MMR -> recent-N -> reheat (`recaller`).
+"""
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Callable, Iterable, Sequence
+
+from esmem.domain.importance import Scorer, rule_scorer
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import RecallParams
+from esmem.domain.recaller import Recaller
+from esmem.domain.types import Memory, MemoryInput, RecallResult, WriteResult
+from esmem.domain.validate import Limits
+from esmem.domain.writer import Writer
+from esmem.index.catalog import Catalog
+from esmem.index.engine import Engine
+from esmem.values import utcnow
+
+
+class MemoryStore:
+    """Memories of every namespace under one installed prefix. Constructing one does no I/O."""
+
+    def __init__(self, engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
+                 merge: MergePolicy | None = None, scorer: Scorer = rule_scorer,
+                 max_content_bytes: int = 64 * 1024, max_future: timedelta = timedelta(days=1),
+                 clock: Callable[[], datetime] = utcnow):
+        self.engine = engine
+        self.catalog = Catalog(engine, prefix)
+        self.names = self.catalog.names
+        self.merge = merge or MergePolicy()
+        self.scorer, self.clock = scorer, clock
+        self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock)
+        self.recaller = Recaller(self.catalog, params, clock)
+
+    @property
+    def params(self) -> RecallParams | None:
+        """The store's own ranking knobs; None: the policy installed in the cluster ranks."""
+        return self.recaller.params
+
+    @property
+    def alias(self) -> str:
+        """The memories alias (checks the installation on first use: `NotInstalled`)."""
+        return self.catalog.alias
+
+    def remember(self, content: str | bytes, namespace: str = "default", *, dry_run: bool = False,
+                 **fields: Any) -> WriteResult:
+        """Write one memory through the merge decision; `dry_run` decides without writing. Pass
+        `idempotency_key=` (or `valid_from=`) to make a retry after a failure land on the same memory."""
+        return self.writer.write([MemoryInput(content, namespace, **fields)], dry_run=dry_run)[0]
+
+    def remember_many(self, items: Sequence[MemoryInput], *, dry_run: bool = False, batch_size: int = 200,
+                      progress: Callable[[int], None] | None = None) -> list[WriteResult]:
+        """Write memories in input order, idempotently (see `Writer.write`)."""
+        return self.writer.write(items, dry_run=dry_run, batch_size=batch_size, progress=progress)
+
+    def recall(self, query: str, namespace: str, k: int = 5, *, params: RecallParams | None = None,
+               now: datetime | str | None = None, as_of: datetime | str | None = None,
+               touch: bool = True, explain: bool = False) -> RecallResult:
+        """Top-k memories of `namespace` for `query`, ranked in the engine, diversified by MMR."""
+        return self.recaller.recall(query, namespace, k, params=params, now=now, as_of=as_of, touch=touch,
+                                    explain=explain)
+
+    def installed_params(self) -> RecallParams:
+        """The ranking policy installed in the cluster (re-read at most every few seconds)."""
+        return self.recaller.installed_params()
+
+    def ranking_params(self) -> RecallParams:
+        """The knobs a recall without explicit `params` uses: the store's, else the installed policy."""
+        return self.recaller.ranking_params()
+
+    def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:
+        self.recaller.touch(namespace, ids, now, rho)
+
+    def get(self, namespace: str, memory_id: str) -> Memory:
+        return self.recaller.get(namespace, memory_id)
+
+    def history(self, namespace: str, memory_id: str) -> list[Memory]:
+        return self.recaller.history(namespace, memory_id)
+
+    def count(self, namespace: str | None = None, status: str | None = "active") -> int:
+        return self.recaller.count(namespace, status)
+
+    def restore(self, namespace: str, memory_id: str, *, retire_successor: bool = True) -> Memory:
+        """Undo a merge: reactivate a superseded memory (its successor retired, or only unlinked)."""
+        old = self.get(namespace, memory_id)
+        successor = self.get(namespace, old.superseded_by) if old.superseded_by and old.status != "active" else None
+        self.writer.restore(old, successor, retire_successor=retire_successor)
+        return self.get(namespace, memory_id)

@@ -1,0 +1,143 @@
+"""The validate step of the write path: one input -> (deterministic id, index document).
+
+Every field has one check with a typed error (`InvalidInput`); nothing reaches the engine unchecked.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Mapping, Sequence
+
+from esmem.domain.pinned import check_applies_to
+from esmem.domain.threads import thread_fields
+from esmem.domain.types import MemoryInput
+from esmem.errors import InvalidInput
+from esmem.values import check_kind, check_namespace, epoch_ms, iso, parse_time
+
+SOURCES = ("user", "agent", "tool")
+MAX_KEY_CHARS = 512  # ids and idempotency keys (a keyword; the engine refuses terms over 32 KB)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a store accepts: content size and how far in the future `valid_from` may lie."""
+
+    max_content_bytes: int = 64 * 1024
+    max_future: timedelta = timedelta(days=1)
+
+
+def _check_content(content: Any, max_bytes: int) -> str:
+    if isinstance(content, bytes):
+        try:
+            content = content.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidInput(f"content is not valid UTF-8 (byte {e.start})") from None
+    if not isinstance(content, str):
+        raise InvalidInput(f"content must be text, got {type(content).__name__}")
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidInput("content is not valid UTF-8 (lone surrogate)") from None
+    if not content.strip():
+        raise InvalidInput("content is empty")
+    if size > max_bytes:
+        raise InvalidInput(f"content is {size} bytes, over the {max_bytes}-byte cap")
+    return content.strip()
+
+
+def _check_choice(name: str, value: Any, known: Sequence[str]) -> str:
+    if not isinstance(value, str) or value not in known:
+        raise InvalidInput(f"unknown {name} {value!r} (known: {', '.join(known)})")
+    return value
+
+
+def _check_entities(entities: Any) -> list[str]:
+    """A list (or tuple) of non-empty strings: a bare string is not split into characters."""
+    if isinstance(entities, (str, bytes)) or not isinstance(entities, (list, tuple)):
+        raise InvalidInput(f"entities must be a list of strings, got {type(entities).__name__}")
+    if len(entities) > 64 or any(not isinstance(e, str) or not e.strip() or len(e) > 256 for e in entities):
+        raise InvalidInput("entities: at most 64 non-empty strings of at most 256 characters")
+    return list(entities)
+
+
+def _check_key(name: str, value: Any) -> str:
+    """An id from the caller (`id` of a line, external_id, idempotency_key): a short non-empty string."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip() \
+            or len(str(value)) > MAX_KEY_CHARS:
+        raise InvalidInput(f"{name} must be a non-empty string of at most {MAX_KEY_CHARS} characters, got {value!r}")
+    return str(value)
+
+
+def _check_json(name: str, value: Any) -> Any:
+    """Strict JSON (no NaN/Infinity anywhere): the engine rejects them mid-batch otherwise."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"{name} must be JSON-serialisable without NaN/Infinity ({e})") from None
+    return value
+
+
+def _check_embedding(embedding: Any) -> list[float]:
+    if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Sequence) or not embedding or any(
+            isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in embedding):
+        raise InvalidInput("embedding must be a non-empty list of finite numbers")
+    return [float(x) for x in embedding]
+
+
+def memory_id(namespace: str, key: str) -> str:
+    """The deterministic document id of a memory: the same input always lands on the same document,
+    so a replayed import or a retried write finds its earlier self instead of adding a twin."""
+    return hashlib.sha256(f"{namespace}\0{key}".encode("utf-8")).hexdigest()[:32]
+
+
+
+def document(item: MemoryInput, now: datetime, limits: Limits) -> tuple[str, dict[str, Any]]:
+    """Validate one input into (deterministic id, index document); one check per field, each
+    with a typed error. Importance is filled in later if missing."""
+    if not isinstance(item, MemoryInput):
+        raise InvalidInput(f"expected a MemoryInput, got {type(item).__name__}")
+    content = _check_content(item.content, limits.max_content_bytes)
+    check_namespace(item.namespace)
+    check_kind(item.kind)
+    _check_choice("source", item.source, SOURCES)
+    if item.importance is not None and (isinstance(item.importance, bool)
+                                        or not isinstance(item.importance, (int, float))
+                                        or not 1 <= item.importance <= 10):
+        raise InvalidInput(f"importance must be a number in 1..10, got {item.importance!r}")
+    valid_from = parse_time(item.valid_from) if item.valid_from is not None else now
+    if valid_from > now + limits.max_future:
+        raise InvalidInput(f"valid_from {iso(valid_from)} is in the future (more than {limits.max_future} ahead)")
+    entities = _check_entities(item.entities)
+    if not isinstance(item.evergreen, bool):
+        raise InvalidInput(f"evergreen must be true or false, got {item.evergreen!r}")
+    doc: dict[str, Any] = {
+        "namespace": item.namespace, "content": content, "kind": item.kind,
+        "importance": None if item.importance is None else float(item.importance),
+        "importance_rule": None if item.importance is None else "given",
+        "valid_from": iso(valid_from), "recorded_at": iso(now), "anchor_at": epoch_ms(valid_from),
+        "status": "active", "access_count": 0, "restated_count": 0, "entities": entities,
+        "source": item.source, "evergreen": item.evergreen,
+    }
+    if item.metadata is not None:
+        if not isinstance(item.metadata, Mapping):
+            raise InvalidInput(f"metadata must be an object, got {type(item.metadata).__name__}")
+        doc["metadata"] = _check_json("metadata", dict(item.metadata))
+    if item.external_id is not None:
+        doc["external_id"] = _check_key("id", item.external_id)
+    if item.embedding is not None:
+        doc["embedding"] = _check_embedding(item.embedding)
+    doc.update(thread_fields(item.thread, item.seq, item.neighbours))
+    if item.applies_to is not None:
+        doc["applies_to"] = check_applies_to(item.applies_to)
+    if item.supersedes is not None:
+        doc["supersedes"] = [_check_key("supersedes", item.supersedes)]
+    if item.idempotency_key is not None:
+        key = "key\0" + _check_key("idempotency_key", item.idempotency_key)
+    elif item.external_id is not None:
+        key = "id\0" + doc["external_id"]
+    else:
+        key = "\0".join(("h", item.kind, content, doc["valid_from"]))
+    return memory_id(item.namespace, key), doc

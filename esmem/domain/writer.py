@@ -1,0 +1,425 @@
+"""The write path: validate -> score importance -> look up candidates -> merge decision -> bulk write.
+
+The protocol of one batch (README "Guarantees") makes writes idempotent and safe to retry: ids are
+deterministic, documents are created if absent, and every change to an existing memory is a stored
+update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that memory.
+"""
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from datetime import datetime
+from typing import Any, Callable, Mapping, Sequence
+
+from esmem.domain.analysis import truncate_query
+from esmem.domain.importance import Scorer, score_batch
+from esmem.domain.pinned import derive_applies_to
+from esmem.domain.merge import Candidate, Decision, MergePolicy, decide, overlap
+from esmem.domain.merge import jaccard as text_jaccard
+from esmem.domain.types import Memory, MemoryInput, WriteResult
+from esmem.domain.validate import Limits, document
+from esmem.errors import EngineError, InvalidInput, InvalidItem
+from esmem.index.catalog import Catalog, ScriptOp, Search
+from esmem.values import iso
+
+MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
+
+
+def candidates(resp: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
+    """Merge candidates from a `lookup` response (with the versions the compare-and-set needs)."""
+    return [Candidate(h["_id"], h["_score"], h["_source"], h["_seq_no"], h["_primary_term"])
+            for h in resp["hits"]["hits"] if h["_id"] != exclude]
+
+
+class Writer:
+    """Writes memories of any namespace under one installed prefix."""
+
+    def __init__(self, catalog: Catalog, merge: MergePolicy, scorer: Scorer, limits: Limits,
+                 clock: Callable[[], datetime]):
+        self.catalog = catalog
+        self.merge = merge
+        self.scorer = scorer
+        self.limits = limits
+        self.clock = clock
+
+    def _prepare(self, items: Sequence[MemoryInput]) -> list[tuple[str, dict[str, Any]]]:
+        """Validate everything and score importance before anything is written."""
+        now = self.clock()
+        docs = []
+        for i, item in enumerate(items):
+            try:
+                docs.append(document(item, now, self.limits))
+            except (InvalidInput, TypeError, ValueError) as e:
+                raise (InvalidItem(i, str(e)) if len(items) > 1 else InvalidInput(str(e))) from None
+        todo = [d for _, d in docs if d["importance"] is None]
+        if todo:
+            for d, (score, rule) in zip(todo, score_batch(self.scorer, [d["content"] for d in todo])):
+                d["importance"], d["importance_rule"] = score, rule
+        for _, d in docs:
+            derive_applies_to(d)
+        return docs
+
+    def _lookup_search(self, doc: Mapping[str, Any]) -> Search:
+        return Search("lookup", {"namespace": doc["namespace"], "query": truncate_query(doc["content"], MAX_QUERY_TERMS),
+                                 "size": self.merge.candidates, "kinds": [doc["kind"]]}, routing=doc["namespace"])
+
+    def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
+        """The merge candidates of a document: same namespace and kind, ranked by the `lookup` template."""
+        return candidates(self.catalog.search(self._lookup_search(doc)), exclude)
+
+    def write(self, items: Sequence[MemoryInput], *, dry_run: bool = False,
+              batch_size: int = 200, progress: Callable[[int], None] | None = None) -> list[WriteResult]:
+        """Write memories in order; look-ups are batched with `_msearch`, writes with `_bulk`.
+
+        Everything is validated before the first write. Each memory has a deterministic id, so
+        running the same input again (after a crash, a cut connection, or just twice) converges to
+        the state of one clean run; memories already written come back with `replayed=True`.
+        Merge decisions follow input order: when an item could merge with an earlier item of the
+        same batch, the batch is cut there so the earlier one is searchable first."""
+        pairs = self._prepare(items)
+        explicit = [(i, d) for i, d in pairs if d.get("supersedes")]
+        if explicit:  # an unknown predecessor fails before anything is written (unless already done)
+            found = self._existing(explicit)
+            for doc_id, d in explicit:
+                if doc_id not in found:
+                    self._explicit(d, doc_id)
+        results: list[WriteResult] = []
+        start = 0
+        while start < len(pairs):
+            done = self._write_batch(pairs[start:self._batch_end(pairs, start, batch_size)], dry_run)
+            results.extend(done)
+            if progress:
+                progress(len(done))
+            start += len(done)
+        if not self.merge.enabled and not dry_run:
+            self.catalog.refresh()  # one refresh, not one per batch
+        return results
+
+    def _batch_end(self, pairs: Sequence[tuple[str, Mapping[str, Any]]], start: int, batch_size: int) -> int:
+        seen_ids: set[str] = set()
+        seen: dict[tuple[str, str], list[str]] = defaultdict(list)
+        end = start
+        while end < len(pairs) and end - start < batch_size:
+            doc_id, d = pairs[end]
+            if doc_id in seen_ids:  # the same memory twice: the second is a replay of the first
+                break
+            seen_ids.add(doc_id)
+            if self.merge.enabled:
+                key = (d["namespace"], d["kind"])
+                same = (text_jaccard, self.merge.dup_overlap) if d["kind"] in self.merge.never_supersede \
+                    else (overlap, self.merge.min_overlap)
+                if end > start and any(same[0](d["content"], prev) >= same[1] for prev in seen[key]):
+                    break
+                seen[key].append(d["content"])
+            end += 1
+        return end
+
+    # The write protocol of one batch (README "Guarantees"):
+    #   1. ids already stored are replays: their links are repaired, nothing else is written; ids
+    #      that some memory names in `superseded_by` are writes cut after step 2: they resume;
+    #   2. targets are retired by the `retire` script (atomic on the target: only an ACTIVE memory
+    #      can be retired, and the retire records its successor's id - the durable intent);
+    #   3. a write that lost a target to another writer re-decides against what is active now;
+    #   4. the new memories are created (create-if-absent), `supersedes` = the targets they retired;
+    #      if the engine rejects any, the batch's creates are deleted and its retires undone;
+    #   5. duplicates reinforce their target once per write id (`restate` script), outdated memories
+    #      are linked from their successor and the settle step runs (`link` script: add, never overwrite).
+    def _write_batch(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
+        """Decide and write a batch, or the head of it: results for the memories it wrote."""
+        if not self.merge.enabled and not any(d.get("supersedes") for _, d in pairs):
+            return self._write_plain(pairs, dry_run)
+        found = self._existing(pairs)
+        restated = self._restated([i for i, _ in pairs if i not in found])
+        known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
+        if known(pairs[0]):
+            head = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
+            return self._replay(pairs[:head], found, restated, dry_run)
+        batch = pairs[:next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))]
+        resumed: dict[str, list[str]] = defaultdict(list)
+        for winner, loser in self._superseded_by([i for i, _ in batch]):
+            resumed[winner].append(loser)
+        if self.merge.enabled:
+            responses = self.catalog.msearch([self._lookup_search(d) for _, d in batch], "merge lookup")
+            decisions = [decide(d["content"], d["kind"], candidates(r), self.merge, d["valid_from"])
+                         for (_, d), r in zip(batch, responses)]
+        else:
+            decisions = [Decision("add") for _ in batch]
+        decisions = [self._explicit(d, doc_id) if d.get("supersedes") else
+                     Decision("supersede", dec.targets, dec.scores) if dec.action == "duplicate" and resumed.get(doc_id)
+                     else dec for (doc_id, d), dec in zip(batch, decisions)]
+        targeted: set[str] = set()
+        for pos, dec in enumerate(decisions):  # one memory retired twice in a batch: decide the second later
+            ids_ = {t.id for t in dec.targets}
+            if pos and ids_ & targeted:
+                batch, decisions = batch[:pos], decisions[:pos]
+                break
+            targeted |= ids_
+        if dry_run:
+            return [self._result(i, d, dry_run=True) for (i, _), d in zip(batch, decisions)]
+        return self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed)
+
+    def _write_plain(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
+        """No merge: create-if-absent under the deterministic id; a rejected batch is deleted again."""
+        if dry_run:
+            return [WriteResult("added", i, dry_run=True) for i, _ in pairs]
+        existed = self._create([(doc_id, {**d, "written_as": "add"}) for doc_id, d in pairs])
+        return [WriteResult("added", i, replayed=i in existed) for i, _ in pairs]
+
+    def _create(self, docs: Sequence[tuple[str, Mapping[str, Any]]], *, refresh: str | None = None,
+                retired: Sequence[tuple[str, str, str]] = ()) -> set[str]:
+        """Create-if-absent in one `_bulk`: the ids that already existed. If the engine rejects any
+        document, the ones this call created are deleted and the `retired` (namespace, target, winner)
+        are made active again: nothing of the batch remains."""
+        out = self.catalog.create(docs, refresh=refresh)
+        if out.errors:
+            routing = {i: d["namespace"] for i, d in docs}
+            self.catalog.delete([(i, routing[i]) for i in out.created])
+            self._scripted([ScriptOp(ns, target, "unretire", {"winner": winner}) for ns, target, winner in retired])
+            self.catalog.refresh()
+            raise EngineError(f"the engine rejected {len(out.errors)} of {len(docs)} memories of a batch "
+                              f"({out.errors[0]}); none of that batch was kept")
+        return out.existed
+
+    def _existing(self, pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+        """The documents already stored under these ids (a replay, a retry, a resumed import)."""
+        return self.catalog.mget([(i, d["namespace"]) for i, d in pairs])
+
+    def _restated(self, ids: Sequence[str]) -> dict[str, str]:
+        """Ids of earlier writes that were absorbed as duplicates -> the memory they reinforced."""
+        if not ids:
+            return {}
+        resp = self.catalog.search(Search("restated", {"size": len(ids), "ids_json": json.dumps(list(ids))}))
+        wanted, out = set(ids), {}
+        for h in resp["hits"]["hits"]:
+            by = h["_source"].get("restated_by") or []
+            for i in (by if isinstance(by, list) else [by]):
+                if i in wanted:
+                    out[i] = h["_id"]
+        return out
+
+    def _replay(self, pairs: list[tuple[str, dict[str, Any]]], found: Mapping[str, dict[str, Any]],
+                restated: Mapping[str, str], dry_run: bool) -> list[WriteResult]:
+        """Memories written before: the same results again, and their links repaired."""
+        if not dry_run:
+            self._repair([(i, found[i]) for i, _ in pairs if i in found])
+        return [self._replayed(i, found[i], dry_run) if i in found else
+                WriteResult("duplicate", restated[i], duplicate_of=restated[i], replayed=True, dry_run=dry_run)
+                for i, _ in pairs]
+
+    @staticmethod
+    def _replayed(doc_id: str, src: Mapping[str, Any], dry_run: bool) -> WriteResult:
+        action = src.get("written_as", "add")
+        sup = src.get("supersedes") or []
+        if action == "outdated":
+            return WriteResult("outdated", doc_id, outdated_by=src.get("superseded_by"), replayed=True, dry_run=dry_run)
+        if action == "supersede":
+            return WriteResult("superseded", doc_id, tuple(sup if isinstance(sup, list) else [sup]), replayed=True,
+                               dry_run=dry_run)
+        return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
+
+    def _commit(self, work: list[tuple[str, dict[str, Any], Decision]],
+                resumed: Mapping[str, list[str]]) -> list[WriteResult]:
+        """Steps 2-5 of the write protocol for decided memories; `resumed`: targets already retired
+        for a memory by an earlier, interrupted run."""
+        kept: dict[str, list[str]] = {i: list(resumed.get(i, ())) for i, _, _ in work}
+        mems = [(i, d, dec) for i, d, dec in work if dec.action != "duplicate"]
+        dups = [(i, d, dec) for i, d, dec in work if dec.action == "duplicate"]
+        ops = [ScriptOp(d["namespace"], t.id, "retire", {"winner": doc_id, "invalid_at": d["valid_from"]})
+               for doc_id, d, dec in mems if dec.action == "supersede" for t in dec.targets if t.id not in kept[doc_id]]
+        lost: set[str] = set()
+        for op, ok in zip(ops, self._scripted(ops)):  # 2. retire
+            if ok:
+                kept[op.params["winner"]].append(op.target)
+            else:
+                lost.add(op.params["winner"])
+        results: dict[str, WriteResult] = {}
+        final: dict[str, Decision] = {}
+        for doc_id, d, dec in mems:  # 3. another writer changed a target first: decide again
+            outcome = self._redecide(doc_id, d, kept[doc_id]) if doc_id in lost else dec
+            if isinstance(outcome, WriteResult):
+                results[doc_id] = outcome
+            else:
+                final[doc_id] = outcome
+        docs: list[tuple[str, dict[str, Any]]] = []  # 4. create, refreshed so the next look-up sees the batch
+        for doc_id, d, _ in mems:
+            if doc_id not in final:
+                continue
+            dec = final[doc_id]
+            body = {**d, "written_as": "supersede" if kept[doc_id] and dec.action != "outdated" else dec.action,
+                    "supersedes": kept[doc_id] or None}
+            if dec.action == "outdated":
+                body.update(status="superseded", superseded_by=dec.targets[0].id,
+                            invalid_at=dec.targets[0].source["valid_from"])
+            docs.append((doc_id, body))
+        creating = [(i, d) for i, d, _ in mems if i in final]
+        existed: set[str] = set()
+        if docs:
+            retired = [(d["namespace"], t, i) for i, d in creating for t in kept[i]]
+            existed = self._create(docs, refresh="true", retired=retired)
+        elif ops:
+            self.catalog.refresh()
+        for doc_id, d in creating:
+            dec = final[doc_id]
+            if doc_id in existed:  # another writer with the same id got there first
+                results[doc_id] = self._replayed(doc_id, self._existing([(doc_id, d)])[doc_id], False)
+            elif dec.action == "outdated":
+                self._link(d["namespace"], dec.targets[0].id, doc_id)
+                results[doc_id] = self._result(doc_id, dec)
+            elif kept[doc_id]:
+                results[doc_id] = WriteResult("superseded", doc_id, tuple(kept[doc_id]), scores=dec.scores,
+                                              replayed=bool(resumed.get(doc_id)))
+            else:
+                results[doc_id] = WriteResult("added", doc_id, scores=dec.scores)
+        restates = [ScriptOp(d["namespace"], dec.targets[0].id, "restate",
+                     {"id": doc_id, "importance": d["importance"], "anchor_at": d["anchor_at"]}) for doc_id, d, dec in dups]
+        for (doc_id, d, dec), ok in zip(dups, self._scripted(restates)):  # 5. duplicates, links, settle
+            if ok:
+                results[doc_id] = self._result(doc_id, dec)
+                continue
+            outcome = self._redecide(doc_id, d, [])  # its target moved on: decide again
+            results[doc_id] = outcome if isinstance(outcome, WriteResult) else \
+                self._commit([(doc_id, d, outcome)], {})[0]
+        if self.merge.enabled:
+            self._settle([(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"])
+        return [results[i] for i, _, _ in work]
+
+    def _scripted(self, ops: Sequence[ScriptOp]) -> list[bool]:
+        """The one compare-and-set step of the protocol: stored update scripts (atomic per memory,
+        retried on version conflicts) in one `_bulk`; True where the script applied (now or earlier)."""
+        out: list[bool] = []
+        for op, outcome in zip(ops, self.catalog.run_scripts(ops)):
+            if outcome.get("status") == 404:
+                out.append(False)
+            elif outcome.get("error"):
+                raise EngineError(f"bulk write failed: {outcome['error']}")
+            elif outcome.get("result") == "noop" and op.script in ("link", "unretire"):  # nothing left to do
+                out.append(True)
+            elif outcome.get("result") == "noop":  # already done by this write, or the target moved on
+                got = self.catalog.get(op.namespace, op.target)
+                src = got["_source"] if got else {}
+                by = src.get("restated_by") or []
+                out.append(src.get("superseded_by") == op.params["winner"] if op.script == "retire"
+                           else op.params["id"] in (by if isinstance(by, list) else [by]))
+            else:
+                out.append(True)
+        return out
+
+    def _redecide(self, doc_id: str, doc: dict[str, Any], kept: list[str],
+                  attempts: int = 8) -> Decision | WriteResult:
+        """Another writer changed a target first: decide again against what is active now. Returns
+        the decision to create the memory with (`kept` grows by the targets retired here) or, when
+        the write turns out to restate an active memory, its `duplicate` result."""
+        ns = doc["namespace"]
+        for _ in range(attempts):
+            self.catalog.refresh()
+            dec = decide(doc["content"], doc["kind"], self.lookup(doc, exclude=doc_id), self.merge, doc["valid_from"])
+            if dec.action == "duplicate" and kept:
+                dec = Decision("supersede", dec.targets, dec.scores)  # it replaced something: keep it
+            if dec.action == "duplicate":
+                target = dec.targets[0]
+                if self._scripted([ScriptOp(ns, target.id, "restate", {"id": doc_id, "importance": doc["importance"],
+                                                                        "anchor_at": doc["anchor_at"]})])[0]:
+                    return self._result(doc_id, dec)
+                continue
+            if dec.action in ("add", "outdated"):
+                return dec
+            ops = [ScriptOp(ns, t.id, "retire", {"winner": doc_id, "invalid_at": doc["valid_from"]}) for t in dec.targets]
+            won = [t.id for t, ok in zip(dec.targets, self._scripted(ops)) if ok]
+            kept.extend(won)
+            if len(won) == len(dec.targets):
+                return dec
+        raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
+
+    def _superseded_by(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """(winner, loser) for every memory whose `superseded_by` is one of `ids`."""
+        if not ids:
+            return []
+        self.catalog.refresh()
+        resp = self.catalog.search(Search("superseded_by", {"ids_json": json.dumps(list(ids))}))
+        return [(h["_source"]["superseded_by"], h["_id"]) for h in resp["hits"]["hits"]]
+
+    def _repair(self, done: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+        """Make the links of memories written before symmetric again (a cut between a retire and
+        its link leaves `superseded_by` without the matching `supersedes` entry)."""
+        if not done:
+            return
+        need: set[tuple[str, str, str]] = set()  # (namespace, winner, loser)
+        src_of = dict(done)
+        for doc_id, src in done:
+            if src.get("superseded_by"):
+                need.add((src["namespace"], src["superseded_by"], doc_id))
+        for winner, loser in self._superseded_by(list(src_of)):
+            need.add((src_of[winner]["namespace"], winner, loser))
+        missing = []
+        if need:
+            winners = sorted({(ns, w) for ns, w, _ in need})
+            links = {w: src.get("supersedes") or [] for w, src in self.catalog.mget([(w, ns) for ns, w in winners]).items()}
+            missing = [(ns, w, l) for ns, w, l in sorted(need) if w in links
+                       and l not in (links[w] if isinstance(links[w], list) else [links[w]])]
+        self._scripted([ScriptOp(ns, w, "link", {"loser": l}) for ns, w, l in missing])
+
+    def _settle(self, written: list[tuple[str, dict[str, Any]]]) -> None:
+        """Concurrent writers can each add the same topic before seeing the other's write. Look
+        again now that the writes are searchable: of two active same-topic memories the newer by
+        (valid_from, recorded_at, id) supersedes the other, the same choice every writer makes."""
+        if not written:
+            return
+        responses = self.catalog.msearch([self._lookup_search(d) for _, d in written], "merge lookup")
+        for (doc_id, d), r in zip(written, responses):
+            twins = decide(d["content"], d["kind"], candidates(r, exclude=doc_id), self.merge).targets
+            for twin in twins:
+                mine = (d["valid_from"], d["recorded_at"], doc_id)
+                theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
+                winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
+                self._retire(d["namespace"], loser, winner)
+
+    def _retire(self, namespace: str, loser: str, winner: str) -> None:
+        """Mark `loser` superseded by `winner` (atomic: only if still active) and link it from the winner."""
+        win = self.catalog.get(namespace, winner)
+        if win is None or win["_source"]["status"] != "active":
+            return  # another writer settled it already
+        ok = self._scripted([ScriptOp(namespace, loser, "retire", {"winner": winner,
+                                                                   "invalid_at": win["_source"]["valid_from"]})])
+        if ok[0]:
+            self._link(namespace, winner, loser)
+
+    def _link(self, namespace: str, winner: str, loser: str) -> None:
+        """Add `loser` to the winner's `supersedes` (the `link` script: an add, so no link is lost)."""
+        self._scripted([ScriptOp(namespace, winner, "link", {"loser": loser})])
+
+    def _explicit(self, doc: Mapping[str, Any], doc_id: str) -> Decision:
+        """A caller-named predecessor: it must be an active memory of the same namespace (or one
+        this very write retired before it was cut)."""
+        target = doc["supersedes"][0]
+        got = self.catalog.get(doc["namespace"], target)
+        if got is None or got["_source"]["namespace"] != doc["namespace"] \
+                or got["_source"]["status"] != "active" and got["_source"].get("superseded_by") != doc_id:
+            raise InvalidInput(f"supersedes={target!r}: no active memory with that id in {doc['namespace']!r}")
+        return Decision("supersede", (Candidate(target, 0.0, got["_source"], got["_seq_no"], got["_primary_term"]),))
+
+    @staticmethod
+    def _result(doc_id: str, dec: Decision, dry_run: bool = False) -> WriteResult:
+        if dec.action == "duplicate":
+            return WriteResult("duplicate", dec.targets[0].id, duplicate_of=dec.targets[0].id,
+                               scores=dec.scores, dry_run=dry_run)
+        if dec.action == "supersede":
+            return WriteResult("superseded", doc_id, tuple(t.id for t in dec.targets), scores=dec.scores,
+                               dry_run=dry_run)
+        if dec.action == "outdated":
+            return WriteResult("outdated", doc_id, outdated_by=dec.targets[0].id, scores=dec.scores,
+                               dry_run=dry_run)
+        return WriteResult("added", doc_id, scores=dec.scores, dry_run=dry_run)
+
+    def restore(self, old: Memory, successor: Memory | None, *, retire_successor: bool = True) -> None:
+        """Undo a merge: reactivate a superseded memory; its successor is retired (or kept active
+        with its `supersedes` link dropped when `retire_successor=False`)."""
+        if old.status == "active":
+            raise InvalidInput(f"memory {old.id} is already active")
+        ns = old.namespace
+        if successor is not None:
+            if retire_successor:
+                self.catalog.set_fields(ns, successor.id, {"status": "retired", "invalid_at": iso(self.clock())})
+            else:
+                self.catalog.set_fields(ns, successor.id,
+                                        {"supersedes": [s for s in successor.supersedes if s != old.id] or None})
+        self.catalog.set_fields(ns, old.id, {"status": "active", "superseded_by": None, "invalid_at": None})

@@ -1,0 +1,169 @@
+"""The stored templates and scripts of one installed prefix, one typed call each.
+
+This module and `install` are the only places that know REST paths and request bodies of the
+memories index: the domain layer asks for "the recall template with these parameters" or "retire
+this memory", never for `POST /x/_msearch/template`. Per-item failures (a failed search of an
+`_msearch`, a rejected bulk item) become typed errors here, with the engine's reason kept.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+from esmem.errors import EngineError, NotFound
+from esmem.index.engine import Engine
+from esmem.index.install import Names, require_installed
+
+
+@dataclass(frozen=True)
+class Search:
+    """One call of a stored search template: its stem (`recall`, `recent`, `lookup`, ...), its
+    parameters, the namespace it is routed to, and whether the engine explains each hit."""
+
+    template: str
+    params: Mapping[str, Any]
+    routing: str | None = None
+    explain: bool = False
+
+
+@dataclass(frozen=True)
+class ScriptOp:
+    """A stored update script (`retire`, `link`, `restate`, `unretire`, `reheat`) run on one memory."""
+
+    namespace: str
+    target: str
+    script: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    retry_on_conflict: int = 8
+
+
+@dataclass(frozen=True)
+class Created:
+    """What a bulk create did: ids created, ids that existed already (409), and the engine's reasons
+    for the documents it rejected (in input order)."""
+
+    created: list[str]
+    existed: set[str]
+    errors: list[Any]
+
+
+def ndjson(lines: Iterable[Any]) -> str:
+    return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
+
+
+class Catalog:
+    """Typed calls on an installed prefix. Constructing one does no I/O; `alias` checks the
+    installation on first use (`NotInstalled` if `esmem install` has not run)."""
+
+    def __init__(self, engine: Engine, prefix: str):
+        self.engine = engine
+        self.names = Names(prefix)
+        self._alias: str | None = None
+
+    @property
+    def alias(self) -> str:
+        if self._alias is None:
+            self._alias = require_installed(self.engine, self.names.prefix)
+        return self._alias
+
+    # -- searches ------------------------------------------------------------------------------
+    def _body(self, s: Search) -> dict[str, Any]:
+        body: dict[str, Any] = {"id": self.names.script(s.template), "params": dict(s.params)}
+        if s.explain:
+            body["explain"] = True
+        return body
+
+    def search(self, s: Search, *, scroll: str | None = None) -> dict[str, Any]:
+        """One stored template, through `_search/template`."""
+        params = {k: v for k, v in (("routing", s.routing), ("scroll", scroll)) if v}
+        return self.engine.request("POST", f"/{self.alias}/_search/template", self._body(s), params or None)
+
+    def msearch(self, searches: Sequence[Search], what: str = "search") -> list[dict[str, Any]]:
+        """Several stored templates in one round trip; any failed search raises (`what` names it)."""
+        lines: list[Any] = []
+        for s in searches:
+            lines += [{"routing": s.routing} if s.routing else {}, self._body(s)]
+        resp = self.engine.request("POST", f"/{self.alias}/_msearch/template", ndjson(lines))
+        for r in resp["responses"]:
+            if "error" in r:
+                raise EngineError(f"{what} failed: {r['error']}", r.get("status"), r["error"])
+        return resp["responses"]
+
+    def scroll(self, s: Search, page: int) -> Iterator[dict[str, Any]]:
+        """Every page of a stored template's hits (pages of `page`), the scroll cleared at the end."""
+        resp = self.search(s, scroll="1m")
+        try:
+            while True:
+                yield resp
+                if len(resp["hits"]["hits"]) < page:
+                    return
+                resp = self.engine.request("POST", "/_search/scroll", {"scroll": "1m", "scroll_id": resp["_scroll_id"]})
+        finally:
+            self.engine.request("DELETE", "/_search/scroll", {"scroll_id": [resp["_scroll_id"]]})
+
+    # -- documents -----------------------------------------------------------------------------
+    def get(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
+        """One stored document (`_source`, `_seq_no`, ...) or None."""
+        try:
+            resp = self.engine.request("GET", f"/{self.alias}/_doc/{doc_id}", params={"routing": namespace})
+        except NotFound:
+            return None
+        return resp if resp.get("found") else None
+
+    def mget(self, keys: Sequence[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+        """The `_source` of the documents that exist among (id, namespace) pairs."""
+        if not keys:
+            return {}
+        resp = self.engine.request("POST", f"/{self.alias}/_mget", {
+            "docs": [{"_id": i, "routing": ns} for i, ns in keys]})
+        return {doc["_id"]: doc["_source"] for doc in resp["docs"] if doc.get("found")}
+
+    def create(self, docs: Sequence[tuple[str, Mapping[str, Any]]], *, refresh: str | None = None) -> Created:
+        """Create-if-absent under deterministic ids (one `_bulk`)."""
+        actions: list[Any] = []
+        for doc_id, d in docs:
+            actions += [{"create": {"_index": self.alias, "_id": doc_id, "routing": d["namespace"]}}, d]
+        resp = self.engine.bulk(actions, refresh=refresh)
+        out = Created([], set(), [])
+        for (doc_id, _), item in zip(docs, resp["items"]):
+            outcome = item["create"]
+            if outcome.get("status") in (200, 201):
+                out.created.append(doc_id)
+            elif outcome.get("status") == 409:
+                out.existed.add(doc_id)
+            else:
+                out.errors.append(outcome.get("error"))
+        return out
+
+    def delete(self, keys: Sequence[tuple[str, str]]) -> None:
+        """Delete (id, namespace) pairs: undoing the creates of a rejected batch."""
+        if keys:
+            self.engine.bulk([{"delete": {"_index": self.alias, "_id": i, "routing": ns}} for i, ns in keys])
+
+    def run_scripts(self, ops: Sequence[ScriptOp]) -> list[dict[str, Any]]:
+        """Stored update scripts in one `_bulk`; the per-item outcomes, in order."""
+        if not ops:
+            return []
+        actions: list[Any] = []
+        for op in ops:
+            actions += [{"update": {"_index": self.alias, "_id": op.target, "routing": op.namespace,
+                                    "retry_on_conflict": op.retry_on_conflict}},
+                        {"script": {"id": self.names.script(op.script), "params": dict(op.params)}}]
+        return [item["update"] for item in self.engine.bulk(actions)["items"]]
+
+    def set_fields(self, namespace: str, doc_id: str, changes: Mapping[str, Any]) -> None:
+        """A partial update of one memory, refreshed (restore / undo of a merge)."""
+        self.engine.request("POST", f"/{self.alias}/_update/{doc_id}", {"doc": dict(changes)},
+                            {"routing": namespace, "refresh": "true", "retry_on_conflict": 3})
+
+    def refresh(self) -> None:
+        self.engine.request("POST", f"/{self.alias}/_refresh")
+
+    # -- index statistics (benchmarks) ---------------------------------------------------------
+    def store_stats(self, *, force_merge: bool = False) -> dict[str, Any]:
+        """The primaries' `docs` and `store` sections, after a refresh (and a merge to one segment)."""
+        if force_merge:
+            self.engine.request("POST", f"/{self.alias}/_forcemerge", params={"max_num_segments": 1})
+        self.refresh()
+        return self.engine.request("GET", f"/{self.alias}/_stats/store,docs")["_all"]["primaries"]

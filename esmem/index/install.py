@@ -1,0 +1,356 @@
+"""Install what esmem needs into a cluster, idempotently, and detect drift from the repo.
+
+Artifacts: the index template (templates/index_template.json.j2), every stored Painless script
+(painless/*.painless) and every search template (templates/search/*.mustache.j2), all named under a
+prefix so several installations (and parallel tests) share one cluster. The concrete index is named
+after the mapping's digest and sits behind an alias: a mapping change is `install --migrate`
+(new index, reindex, atomic alias swap), never an in-place edit.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from esmem.domain.fusion import MODES
+from esmem.domain.merge import MergePolicy
+from esmem.domain.ranking import CLIENT_KNOBS, RecallParams, default_values, template_variables
+from esmem.errors import NotFound, NotInstalled
+from esmem.index.engine import Engine
+from esmem.index.templates import assets_root, render, render_json, stopwords
+from esmem.values import KINDS
+
+MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
+
+
+@dataclass(frozen=True)
+class Names:
+    """Every cluster-side name derived from the installation prefix."""
+
+    prefix: str
+
+    @property
+    def alias(self) -> str:
+        return f"{self.prefix}-memories"
+
+    @property
+    def index_template(self) -> str:
+        return f"{self.prefix}-memories"
+
+    def index(self, digest: str) -> str:
+        return f"{self.prefix}-memories-{digest[:12]}"
+
+    def script(self, stem: str) -> str:
+        return f"{self.prefix}-{stem}"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    kind: str  # "index_template" | "script"
+    name: str
+    body: dict[str, Any]
+    digest: str
+
+
+@dataclass
+class InstallReport:
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created or self.updated)
+
+    def summary(self) -> str:
+        if not self.changed:
+            return "nothing to do"
+        return f"{len(self.created)} created, {len(self.updated)} updated"
+
+
+def _digest(obj: Any) -> str:
+    text = obj if isinstance(obj, str) else json.dumps(obj, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0) -> dict[str, Any]:
+    return render_json("templates/index_template.json.j2", {
+        "prefix": prefix, "family": engine.info.family, "major": engine.info.major, "k1": engine.info.K1,
+        "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords()))})
+
+
+RECENT_SIZE = 10  # the `recent` template's default size
+
+
+def search_variables(prefix: str, params: RecallParams | None = None,
+                     evergreen_kinds: tuple[str, ...] = ()) -> dict[str, Any]:
+    """What the search templates are rendered with: the prefix and the ranking policy's defaults."""
+    return {"prefix": prefix, "recent_size": RECENT_SIZE, "lookup_size": MergePolicy().candidates,
+            **template_variables(params or RecallParams(), evergreen_kinds)}
+
+
+def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *,
+              params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = ()) -> list[Artifact]:
+    """Everything `install` puts, rendered from the repo's files and the ranking policy."""
+    names = Names(prefix)
+    root = assets_root()
+    # the engine's BM25 scale (EngineInfo.bm25_boost) goes with the policy into the lexical clauses
+    variables = {**search_variables(prefix, params, evergreen_kinds), "bm25_boost": engine.info.bm25_boost}
+    body = index_body(engine, prefix, shards, replicas)
+    out = [Artifact("index_template", names.index_template, body, _digest(body["template"]))]
+    for path in sorted((root / "painless").glob("*.painless")):
+        source = render(f"painless/{path.name}", {"fusions": MODES}, shared=frozenset({"fusions"}))
+        out.append(Artifact("script", names.script(path.stem),
+                            {"script": {"lang": "painless", "source": source}}, _digest(source)))
+    for path in sorted((root / "templates" / "search").glob("*.mustache.j2")):
+        source = render(f"templates/search/{path.name}", variables, shared=frozenset(variables))
+        stem = path.name.removesuffix(".mustache.j2")
+        out.append(Artifact("script", names.script(stem),
+                            {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
+                            _digest(source)))
+    return out
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, str]:
+    """Settings as dotted keys with string values: how the engine echoes them back."""
+    out: dict[str, str] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else k))
+    elif isinstance(obj, list):
+        out[prefix] = json.dumps([_flatten(v) if isinstance(v, dict) else str(v) for v in obj], sort_keys=True)
+    else:
+        out[prefix] = str(obj).lower() if isinstance(obj, bool) else str(obj)
+    return out
+
+
+def _installed_template(engine: Engine, name: str) -> dict[str, Any] | None:
+    try:
+        resp = engine.request("GET", f"/_index_template/{name}")
+    except NotFound:
+        return None
+    found = resp.get("index_templates") or []
+    return found[0]["index_template"] if found else None
+
+
+def _same_template(installed: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    got, want = installed.get("template", {}), wanted["template"]
+    return (_flatten(got.get("settings", {})) == _flatten(want["settings"])
+            and _digest(got.get("mappings", {})) == _digest(want["mappings"])
+            and installed.get("index_patterns") == wanted["index_patterns"])
+
+
+def _installed_script(engine: Engine, name: str) -> str | None:
+    try:
+        resp = engine.request("GET", f"/_scripts/{name}")
+    except NotFound:
+        return None
+    if not resp.get("found", True) or "script" not in resp:
+        return None
+    return resp["script"]["source"]
+
+
+def current_index(engine: Engine, prefix: str) -> str | None:
+    """The concrete index behind the alias, or None before install."""
+    try:
+        alias = Names(prefix).alias  # index in the path: a confined agent may only ask about its alias
+        resp = engine.request("GET", f"/{alias}/_alias/{alias}")
+    except NotFound:
+        return None
+    return sorted(resp)[-1] if resp else None
+
+
+def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, shards: int = 1, replicas: int = 0,
+            params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = ()) -> InstallReport:
+    """PUT what is missing or different; create the versioned index + alias if missing. `params`
+    (a policy's RecallParams, default esmem's) become the defaults of the stored templates."""
+    report = InstallReport()
+    names = Names(prefix)
+    index_digest = ""
+    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds):
+        if art.kind == "index_template":
+            index_digest = art.digest
+            installed = _installed_template(engine, art.name)
+            if installed is not None and _same_template(installed, art.body):
+                report.unchanged.append(f"index template {art.name}")
+                continue
+            engine.request("PUT", f"/_index_template/{art.name}", art.body)
+            (report.updated if installed is not None else report.created).append(f"index template {art.name}")
+        else:
+            installed_source = _installed_script(engine, art.name)
+            if installed_source == art.body["script"]["source"]:
+                report.unchanged.append(f"script {art.name}")
+                continue
+            engine.request("PUT", f"/_scripts/{art.name}", art.body)
+            (report.updated if installed_source is not None else report.created).append(f"script {art.name}")
+
+    wanted_index = names.index(index_digest)
+    live = current_index(engine, prefix)
+    if live is None:
+        engine.request("PUT", f"/{wanted_index}", {"aliases": {names.alias: {"is_write_index": True}}})
+        report.created.append(f"index {wanted_index} (alias {names.alias})")
+    elif live == wanted_index:
+        report.unchanged.append(f"index {live}")
+    elif migrate:
+        engine.request("PUT", f"/{wanted_index}", {})
+        engine.request("POST", "/_reindex", {"source": {"index": live}, "dest": {"index": wanted_index}},
+                       {"wait_for_completion": "true", "refresh": "true"})
+        engine.request("POST", "/_aliases", {"actions": [
+            {"remove": {"index": live, "alias": names.alias}},
+            {"add": {"index": wanted_index, "alias": names.alias, "is_write_index": True}}]})
+        report.created.append(f"index {wanted_index} (migrated from {live}, alias swapped)")
+    else:
+        report.notes.append(f"index {live} was built from another mapping than the repo's; "
+                            f"run `esmem install --migrate` to reindex into {wanted_index}")
+    return report
+
+
+def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
+          evergreen_kinds: tuple[str, ...] = ()) -> list[str]:
+    """What differs between the cluster and the repo rendered with the policy (`params`, default
+    esmem's), one line per artifact and one per installed default that differs ([] = no drift).
+
+    Shards and replicas are the installer's choice (`install --shards/--replicas`), not drift: the
+    repo's template is rendered with the installed ones."""
+    drift: list[str] = []
+    names = Names(prefix)
+    index_digest = ""
+    wanted_mappings: dict[str, Any] = {}
+    topology = (_installed_template(engine, names.index_template) or {}).get("template", {}).get("settings", {})
+    topology = _flatten(topology)
+    shards = int(topology.get("index.number_of_shards", 1))
+    replicas = int(topology.get("index.number_of_replicas", 0))
+    if _installed_script(engine, names.script("recall")) is not None:
+        drift += [f"default {line}" for line in policy_drift(engine, prefix, params or RecallParams(), evergreen_kinds)]
+    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds):
+        if art.kind == "index_template":
+            index_digest, wanted_mappings = art.digest, art.body["template"]["mappings"]
+            installed = _installed_template(engine, art.name)
+            if installed is None:
+                drift.append(f"index template {art.name}: missing")
+            elif not _same_template(installed, art.body):
+                drift.append(f"index template {art.name}: differs from templates/index_template.json.j2")
+            continue
+        source = _installed_script(engine, art.name)
+        if source is None:
+            drift.append(f"script {art.name}: missing")
+        elif _digest(source) != art.digest:
+            drift.append(f"script {art.name}: content hash {_digest(source)[:12]} != repo {art.digest[:12]}")
+    live = current_index(engine, prefix)
+    if live is None:
+        drift.append(f"index {names.alias}: missing")
+    else:
+        if live != names.index(index_digest):
+            drift.append(f"index {live}: built from another mapping (repo wants {names.index(index_digest)})")
+        mappings = engine.request("GET", f"/{live}/_mapping")[live]["mappings"]
+        if _digest(mappings) != _digest(wanted_mappings):
+            drift.append(f"index {live}: live mapping differs from the repo's")
+    return drift
+
+
+def require_installed(engine: Engine, prefix: str) -> str:
+    """The alias to use; raise NotInstalled when `esmem install` has not run."""
+    if current_index(engine, prefix) is None:
+        raise NotInstalled(f"no esmem index under prefix '{prefix}' at {engine.url}: run `esmem install`")
+    return Names(prefix).alias
+
+
+def uninstall(engine: Engine, prefix: str, *, delete_data: bool = True) -> list[str]:
+    """Delete what `install` puts under `prefix` (never another prefix's): stored scripts, search
+    templates, the index template and, only with `delete_data`, the data index and its alias.
+    Names come from the asset file names, not from rendering them, so removal works even for a
+    broken template. Idempotent; returns what it removed."""
+    names = Names(prefix)
+    removed: list[str] = []
+    if delete_data:
+        for row in engine.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
+            engine.request("DELETE", f"/{row['index']}")
+            removed.append(f"index {row['index']} (alias {names.alias})")
+    root = assets_root()
+    stems = [p.stem for p in (root / "painless").glob("*.painless")] + \
+        [p.name.removesuffix(".mustache.j2") for p in (root / "templates" / "search").glob("*.mustache.j2")]
+    targets = [(f"/_index_template/{names.index_template}", f"index template {names.index_template}")] + \
+        [(f"/_scripts/{names.script(s)}", f"script {names.script(s)}") for s in sorted(stems)]
+    for path, label in targets:
+        try:
+            engine.request("DELETE", path)
+            removed.append(label)
+        except NotFound:
+            pass
+    return removed
+
+
+# -- the installed ranking policy ---------------------------------------------------------------
+_CLIENT = re.compile(r"\{\{! esmem-client-defaults (\{.*?\}) \}\}")
+
+
+@dataclass(frozen=True)
+class InstalledPolicy:
+    """The defaults the stored templates hold, read back from the cluster."""
+
+    params: RecallParams
+    evergreen_kinds: tuple[str, ...]
+
+    def values(self) -> dict[str, str]:
+        return default_values(self.params, self.evergreen_kinds)
+
+
+def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
+    """Read the installed defaults: the `recall` template rendered with only namespace and query
+    (what any client gets), plus the client-side knobs kept in the template's comment."""
+    name = Names(prefix).script("recall")
+    source = _installed_script(engine, name)
+    if source is None:
+        raise NotInstalled(f"no search template {name} at {engine.url}: run `esmem install`")
+    found = _CLIENT.search(source)
+    client = json.loads(found.group(1)) if found else {}
+    body = engine.request("POST", "/_render/template", {"id": name, "params": {"namespace": "n", "query": "q"}})
+    try:
+        return _parse_rendered(body["template_output"], client)
+    except (KeyError, IndexError, TypeError, ValueError) as e:
+        raise NotInstalled(f"search template {name} is not one esmem renders (edited by hand?): {e!r}") from None
+
+
+def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPolicy:
+    fs = out["query"]["function_score"]
+    flt, should = fs["query"]["bool"]["filter"], fs["query"]["bool"]["should"]
+    kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
+    lexical, mnm = should[0]["bool"]["should"], should[1]["function_score"]  # lexical: boosted by bm25_boost
+    mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
+    functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
+    script = functions[0]
+    for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma"):
+        if len({f[name] for f in functions}) > 1:
+            raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
+    hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
+                                       if f["kind"] not in ("", "*")}
+    hl.update({kind: None for f in functions if f["kind"] == "*" for kind in f["hls"]})
+    if sorted(hl) != sorted(KINDS) or not all(hl[k] is None or hl[k].total_seconds() > 0 for k in hl):
+        raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
+    params = RecallParams(
+        mode=script["mode"], half_life=None, kind_half_lives=hl,
+        **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma")},
+        must_not_miss=mnm_bool["filter"][0]["term"]["namespace"] == "n",
+        importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
+        must_not_miss_boost=float(mnm["functions"][0]["field_value_factor"]["factor"]),
+        entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
+        neighbour_boost=float(lexical[2]["match"]["neighbours"]["boost"]),
+        min_importance=float(flt[3]["range"]["importance"]["gte"]),
+        window=int(out["size"]), kinds=kinds or None,
+        include_superseded=flt[1]["bool"]["should"][1]["term"]["namespace"] == "n",
+        **{k: client[k] for k in CLIENT_KNOBS if k in client})
+    return InstalledPolicy(params, tuple(client.get("evergreen_kinds", ())))
+
+
+def policy_drift(engine: Engine, prefix: str, params: RecallParams, evergreen_kinds: tuple[str, ...] = ()) -> list[str]:
+    """One line per installed default that differs from `params`: `w: installed 0.3, policy 0.1`."""
+    try:
+        got = installed_policy(engine, prefix).values()
+    except NotInstalled as e:
+        return [str(e)]
+    want = default_values(params, evergreen_kinds)
+    return [f"{k}: installed {got.get(k)}, policy {v}" for k, v in want.items() if got.get(k) != v]
