@@ -96,7 +96,8 @@ def same(raw: list[tuple[str, float]], lib: list[tuple[str, float]]) -> None:
 def install_policy(url: str, prefix: str, tmp_path: Path, mode: str) -> Path:
     policy = tmp_path / f"policy-{mode}.json"
     policy.write_text(json.dumps({"half_lives": {"event": "60d", "fact": "400d", "note": "3d"},
-                                  "recall": {"mode": mode, "mmr": False, "entity_boost": 1.5}}))
+                                  "recall": {"mode": mode, "mmr": False, "entity_boost": 1.5,
+                                             "pinned": 0, "resolve": False}}))  # client-side stages off
     cli(url, prefix, "install", "--policy", str(policy))
     return policy
 

@@ -312,7 +312,7 @@ def _by_external_id(engine: Engine, alias: str, ns: str) -> dict[str, dict]:
 def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: embedded.Running, tmp_path) -> None:
     """The security plugin refuses partial updates under DLS; the agent's retire/link/restate/reheat
     go through _update_by_query (esmem.index.scripted) and end in the same state as the admin's writes."""
-    from test_write_integrity import LINES, NOW, _inputs  # the write protocol's own sequence
+    from test_write_integrity import NOW, _inputs  # the write protocol's own sequence
 
     ns, ref = f"w-{uuid.uuid4().hex[:6]}", f"r-{uuid.uuid4().hex[:6]}"
     user = f"writer{uuid.uuid4().hex[:6]}"

@@ -84,6 +84,10 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
     assert [m["memory"]["id"] for m in past["memories"]] == [old["id"]]
     facts = call(await client.call_tool("recall", {"query": "429 重试 花生", "kinds": ["fact"]}))
     assert [m["memory"]["id"] for m in facts["memories"]] == [nut["id"]]
+    # pinned: the allergy applies to ordering takeout although no word matches; not to a 429 question
+    food = call(await client.call_tool("recall", {"query": "今晚点外卖"}))
+    assert [m["content"] for m in food["pinned"]] == [PEANUTS] and not food["memories"]
+    assert call(await client.call_tool("recall", {"query": "429 重试"}))["pinned"] == []
     # from messages: the filler last turn does not hide the topic
     conv = [{"role": "user", "content": "接口一直 429，怎么重试比较好？"}, {"role": "assistant", "content": "可以退避。"},
             {"role": "user", "content": "好的，继续"}]
@@ -94,7 +98,7 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
     ctx = call(await client.call_tool("context", {"messages": conv, "budget": 400}))
     assert ctx["text"].startswith("## Relevant memories\n- [rule, ")
     assert NEW_429 in ctx["text"] and OLD_429 not in ctx["text"]
-    assert PEANUTS in ctx["text"]  # importance 10 (allergy): must-not-miss
+    assert PEANUTS not in ctx["text"]  # importance 10 (allergy): pinned, but it does not apply to 429
     assert ctx["chars"] == len(ctx["text"]) <= 400 and new["id"] in ctx["included"]
 
     # history, restore

@@ -131,7 +131,10 @@ def test_evergreen_kinds_are_written_evergreen_and_never_missed(engine, installe
                                                          kind="rule", importance=3, valid_from=NOW - 400 * DAY))])[0]
     fact = store.remember_many([policy.apply(MemoryInput("Uses a standing desk", "ever", importance=3))])[0]
     assert store.get("ever", rule.id).evergreen and not store.get("ever", fact.id).evergreen
-    # must-not-miss: the evergreen rule comes back for a query that shares no word with it
+    # pinned: the evergreen rule comes back (in the pinned section) for a query that shares no word with it
     got = store.recall("standing desk", "ever", 5, now=NOW, touch=False)
-    assert {r.memory.id for r in got.items} == {rule.id, fact.id}
-    assert next(r for r in got.items if r.memory.id == rule.id).recency == 1.0
+    assert {r.memory.id for r in got.items} == {fact.id} and [m.id for m in got.pinned] == [rule.id]
+    old = store.recall("standing desk", "ever", 5, now=NOW, touch=False,
+                       params=policy.params().with_(must_not_miss=True, pinned=0))  # the ranked slot of before
+    assert {r.memory.id for r in old.items} == {rule.id, fact.id}
+    assert next(r for r in old.items if r.memory.id == rule.id).recency == 1.0

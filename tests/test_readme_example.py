@@ -20,10 +20,11 @@ def test_the_agent_example_runs_and_prints_a_context_block(engine, installed) ->
     run = subprocess.run([sys.executable, "-c", blocks[0]], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     block, footer = run.stdout.rsplit("\n-- ", 1)
-    relevant, recent = block.split("\n\n")
+    pinned, relevant, recent = block.split("\n\n")
     assert relevant.splitlines()[0] == "## Relevant memories"
     assert "Redis 7" in relevant.splitlines()[1]  # the filler last turn did not hide the Redis topic
-    assert "我对花生过敏" in relevant and "Always answer with runnable code examples" in relevant  # must-not-miss
+    assert pinned.splitlines()[0] == "## Keep in mind" and "Always answer with runnable code examples" in pinned
+    assert "我对花生过敏" not in block  # pinned, but it does not apply to a Redis question
     assert recent.splitlines() == ["## Recent conversation", recent.splitlines()[-1]]
     assert recent.splitlines()[-1].startswith("- [intent, 20 hours ago (") and "周末想去杭州徒步" in recent
     assert footer.startswith(f"{len(block)} chars;") and len(block) <= 600

@@ -38,7 +38,8 @@ def test_one_half_life_old_scores_half_and_evergreen_is_not_discounted(plain: Me
         MemoryInput(text + " (x2)", "hl", kind="event", importance=5, valid_from=NOW - 30 * DAY),
         MemoryInput(text + " (x3)", "hl", kind="event", importance=5, valid_from=NOW - 30 * DAY, evergreen=True),
     ])
-    params = params_from_strings(RecallParams(mode="multiply", mmr=False, must_not_miss=False), {"hl.event": "30d"})
+    params = params_from_strings(RecallParams(mode="multiply", mmr=False, must_not_miss=False, resolve=False),
+                                 {"hl.event": "30d"})  # resolution would put the older twins under x1
     got = _by_content(plain.recall("quarterly planning meeting", "hl", 3, params=params, now=NOW, touch=False))
     fresh, old, evergreen = (got[text + s] for s in (" (x1)", " (x2)", " (x3)"))
     assert fresh.rel == pytest.approx(old.rel, rel=1e-6)  # relevance held equal
@@ -103,7 +104,10 @@ def test_important_old_memory_reaches_top_3_without_lexical_match(plain: MemoryS
     ])
     for mode in ("blend", "multiply", "weighted"):
         res = plain.recall("order takeout tonight", "imp", 3, params=RecallParams(mode=mode), now=NOW, touch=False)
-        assert "allergic to peanuts and seafood" in [r.memory.content for r in res.items], mode
+        assert "allergic to peanuts and seafood" in [m.content for m in res.pinned], mode  # its own section
+        old = plain.recall("order takeout tonight", "imp", 3, now=NOW, touch=False,
+                           params=RecallParams(mode=mode, must_not_miss=True, pinned=0))  # a ranked slot, as before
+        assert "allergic to peanuts and seafood" in [r.memory.content for r in old.items], mode
 
 
 def test_penicillin_reaches_the_doctor(plain: MemoryStore) -> None:
@@ -113,9 +117,13 @@ def test_penicillin_reaches_the_doctor(plain: MemoryStore) -> None:
                       valid_from=NOW - i * DAY) for i in range(1, 8)],
     ])
     res = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False)
-    assert "allergic to penicillin" in [r.memory.content for r in res.items]
+    assert "allergic to penicillin" in [m.content for m in res.pinned]
+    assert "allergic to penicillin" not in [r.memory.content for r in res.items]
+    old = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False,
+                       params=RecallParams(must_not_miss=True, pinned=0))
+    assert "allergic to penicillin" in [r.memory.content for r in old.items]
     off = plain.recall("the doctor wants to prescribe antibiotics", "doc", 5, now=NOW, touch=False,
-                       params=RecallParams(must_not_miss=False))
+                       params=RecallParams(pinned=0))
     assert "allergic to penicillin" not in [r.memory.content for r in off.items]
 
 

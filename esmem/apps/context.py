@@ -28,6 +28,7 @@ from esmem.values import check_namespace
 
 RELEVANT = "## Relevant memories"
 RECENT = "## Recent conversation"
+PINNED = "## Keep in mind"  # pinned memories that apply to this request (esmem/pinned.py)
 TRUNCATED = "…[truncated]"
 ORDERS = ("relevance", "chronological")
 
@@ -128,7 +129,7 @@ def build_context(store: MemoryStore, result: RecallResult, *, budget_chars: int
     seen_ids: set[str] = set()
     seen_content: set[str] = set()
     duplicates = 0
-    for section, m in [*((RELEVANT, r.memory) for r in result.items),
+    for section, m in [*((PINNED, m) for m in result.pinned), *((RELEVANT, r.memory) for r in result.items),
                        *((RECENT, m) for m in reversed(result.recent))]:
         if m.id in seen_ids or _key(m.content) in seen_content:
             duplicates += 1
@@ -141,11 +142,11 @@ def build_context(store: MemoryStore, result: RecallResult, *, budget_chars: int
 
     def sort_key(row: tuple[str, Memory, str]) -> tuple[Any, ...]:
         section, m, _ = row
-        return (rank[m.id],) if section == RELEVANT and order == "relevance" else (m.valid_from, rank[m.id])
+        return (rank[m.id],) if section != RECENT and order == "relevance" else (m.valid_from, rank[m.id])
 
     def render(rows: Sequence[tuple[str, Memory, str]]) -> str:
         parts = []
-        for section in (RELEVANT, RECENT):
+        for section in (PINNED, RELEVANT, RECENT):
             mine = sorted((r for r in rows if r[0] == section), key=sort_key)
             if mine:
                 parts.append("\n".join([section, *(_line(m, result.now, c) for _, m, c in mine)]))

@@ -30,6 +30,8 @@ from esmem.index.install import install, uninstall
 from esmem.values import iso, parse_bool, parse_time
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import FUSION_KEYS, LEXICAL, Fusion, fusion_from_strings, spec
+from esmem.domain.threads import neighbour_text
+from esmem.apps.classes import class_metrics
 
 BASELINES = ("recency", "bm25")
 MERGE_KEYS = {"min_bm25": float, "min_overlap": float, "dup_overlap": float, "merge": bool}
@@ -44,6 +46,8 @@ class Query:
     gold: tuple[str, ...]
     stale: tuple[str, ...] = ()
     group: str = "all"
+    must_reach: tuple[str, ...] = ()  # class checks (esmem/classes.py)
+    not_ranked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,15 +99,16 @@ def parse_dataset(lines: Iterable[str], name: str = "dataset") -> Dataset:
                 memories.append((mid, memory_input(fields, where)))  # the same rules as `esmem import`
             else:
                 gold = tuple(obj.get("gold", ()))
-                if not gold:
-                    raise InvalidInput(f"{where}: a query needs a non-empty \"gold\" list")
+                if not gold and not obj.get("must_reach"):
+                    raise InvalidInput(f"{where}: a query needs a non-empty \"gold\" (or \"must_reach\") list")
                 queries.append(Query(mid, obj.get("namespace", "default"), _require(obj, "text", str, where),
                                      parse_time(_require(obj, "now", str, where)), gold,
-                                     tuple(obj.get("stale", ())), str(obj.get("group", "all"))))
+                                     tuple(obj.get("stale", ())), str(obj.get("group", "all")),
+                                     tuple(obj.get("must_reach", ())), tuple(obj.get("not_ranked", ()))))
         except InvalidInput as e:
             raise InvalidInput(str(e) if str(e).startswith(where) else f"{where}: {e}") from None
     for q in queries:
-        missing = [g for g in q.gold + q.stale if g not in ids]
+        missing = [g for g in q.gold + q.stale + q.must_reach + q.not_ranked if g not in ids]
         if missing:
             raise InvalidInput(f"{name}: query {q.id} names unknown memory ids {missing}")
     return Dataset(tuple(memories), tuple(queries))
@@ -126,6 +131,8 @@ class QueryOutcome:
     namespace_chars: int
     latency_ms: float
     top: Recalled | None = None
+    pinned: tuple[frozenset[str], ...] = ()  # the recall's pinned section (esmem/pinned.py)
+    k: int = 5
 
 
 def _first_hit(q: Query, ranked: Sequence[frozenset[str]]) -> int | None:
@@ -139,6 +146,8 @@ def metrics(outcomes: Sequence[QueryOutcome]) -> dict[str, float]:
         return {}
     out: dict[str, list[float]] = {k: [] for k in ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1")}
     for o in outcomes:
+        if not o.query.gold:  # a class-check query only (esmem/classes.py)
+            continue
         gold = set(o.query.gold)
         first = _first_hit(o.query, o.ranked)
         out["p@1"].append(1.0 if first == 0 else 0.0)
@@ -156,13 +165,14 @@ def metrics(outcomes: Sequence[QueryOutcome]) -> dict[str, float]:
         idcg = sum(1.0 / math.log2(i + 2) for i in range(min(len(gold), 5)))
         out["ndcg@5"].append(dcg / idcg)
         out["stale@1"].append(1.0 if o.ranked and o.ranked[0] & set(o.query.stale) else 0.0)
-    result = {k: statistics.fmean(v) for k, v in out.items()}
+    result = {k: statistics.fmean(v) if v else math.nan for k, v in out.items()}
     ctx = statistics.fmean(o.context_chars for o in outcomes)
     full = statistics.fmean(o.namespace_chars for o in outcomes)
     pct = percentiles([o.latency_ms for o in outcomes])
     result.update({"queries": float(len(outcomes)), "context_chars": ctx, "namespace_chars": full,
                    "saving": 1 - ctx / full if full else 0.0,
                    "p50_ms": pct["p50"], "p95_ms": pct["p95"]})
+    result.update(class_metrics(outcomes))
     return result
 
 
@@ -274,6 +284,7 @@ class Evaluation:
         outcomes = []
         depth = max(config.k, 10)  # ranked deep enough for R@10; the context is the top k
         for q in self.dataset.queries:
+            pinned = ()
             if config.baseline == "recency":
                 hits, took = self._recency(store, q, depth)
             elif config.baseline == "bm25":
@@ -282,6 +293,7 @@ class Evaluation:
                 res = store.recall(q.text, q.namespace, depth, params=config.params, now=q.now, touch=False,
                                    fusion=config.fusion or LEXICAL)
                 hits, took = [(r.memory.id, r.memory.content) for r in res.items], res.took_ms
+                pinned = tuple(by_doc.get(m.id, frozenset()) for m in res.pinned)
             ranked = tuple(by_doc.get(doc_id, frozenset()) for doc_id, _ in hits)
             top = None
             if explain_misses and not config.baseline and not (ranked and ranked[0] & set(q.gold)):
@@ -289,7 +301,7 @@ class Evaluation:
                                          touch=False, explain=True, fusion=config.fusion or LEXICAL)
                 top = explained.items[0] if explained.items else None
             outcomes.append(QueryOutcome(q, ranked, sum(len(c) for _, c in hits[:config.k]),
-                                         ns_chars.get(q.namespace, 0), took, top))
+                                         ns_chars.get(q.namespace, 0), took, top, pinned, config.k))
             if progress:
                 progress()
         return outcomes
@@ -327,7 +339,7 @@ def misses(outcomes: Sequence[QueryOutcome], dataset: Dataset) -> list[dict[str,
     content = {mid: m.content for mid, m in dataset.memories}
     out = []
     for o in outcomes:
-        if o.ranked and o.ranked[0] & set(o.query.gold):
+        if not o.query.gold or (o.ranked and o.ranked[0] & set(o.query.gold)):
             continue
         top = o.top
         out.append({"query": o.query.id, "text": o.query.text, "group": o.query.group,
@@ -392,11 +404,13 @@ def locomo_records(directory: Path, dropped: list[str] | None = None) -> list[di
         while f"session_{n}_date_time" in conv:
             turns = conv.get(f"session_{n}") or []
             when = _locomo_time(conv[f"session_{n}_date_time"])
-            for i, turn in enumerate(turns):
-                text = turn["text"] + (f" [shares a photo: {turn['blip_caption']}]" if turn.get("blip_caption") else "")
+            contents = [f"{t['speaker']}: {t['text']}" + (f" [shares a photo: {t['blip_caption']}]"
+                                                          if t.get("blip_caption") else "") for t in turns]
+            for i, turn in enumerate(turns):  # a session is a thread: its turns know their neighbours
                 records.append({"type": "memory", "id": f"{ns}/{turn['dia_id']}", "namespace": ns,
-                                "content": f"{turn['speaker']}: {text}", "kind": "event",
-                                "valid_from": iso(when + timedelta(seconds=i))})
+                                "content": contents[i], "kind": "event",
+                                "valid_from": iso(when + timedelta(seconds=i)), "thread": f"{ns}/session_{n}",
+                                "seq": i, "neighbours": neighbour_text(contents, i)})
             if turns:
                 last = when
             n += 1

@@ -107,6 +107,9 @@ class Ranked(BaseModel):
 class RecallOut(BaseModel):
     query: str = Field(description="The query actually searched (built from the messages if given).")
     memories: list[Ranked]
+    pinned: list[MemoryOut] = Field(default_factory=list, description=(
+        "Must-not-miss memories (allergies, standing instructions...) that apply to this request: "
+        "keep them in mind even when they are not ranked."))
 
 
 class ContextOut(BaseModel):
@@ -205,7 +208,7 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         return RecallOut(query=res.query, memories=[
             Ranked(rank=i, memory=MemoryOut.of(r.memory), score=r.score, relevance=r.rel, recency=r.recency,
                    importance_part=r.importance_part, reheat=r.reheat, mmr_penalty=r.mmr_penalty)
-            for i, r in enumerate(res.items, 1)])
+            for i, r in enumerate(res.items, 1)], pinned=[MemoryOut.of(m) for m in res.pinned])
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))
     def context(

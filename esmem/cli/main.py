@@ -15,10 +15,10 @@ from typing import Any, Callable
 import click
 from rich.table import Table
 
+from esmem.apps.classes import PREVIOUS_DEFAULTS, load_saved, print_class_checks
 from esmem.apps.evaluate import BASELINES
 from esmem.cli.common import _engine, _pairs, _store, err, fail, out, resolve_query
 from esmem.domain.ranking import RecallParams, params_from_strings
-from esmem.domain.store import MemoryStore
 from esmem.domain.types import RecallResult
 from esmem.engines import embedded
 from esmem.errors import EngineError, EsmemError, InvalidInput, InvalidItem, TemplateRenderError
@@ -288,9 +288,10 @@ def result_json(res: RecallResult) -> dict[str, Any]:
     return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
             "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
-                       "rank_before_mmr": r.rank_before_mmr,
-                       "terms": dict(r.terms), "legs": {k: dict(v) for k, v in r.legs.items()}} for r in res.items],
-            "recent": [mem(m) for m in res.recent], "took_ms": res.took_ms}
+                       "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
+                       "demoted_by": r.demoted_by, "terms": dict(r.terms),
+                       "legs": {k: dict(v) for k, v in r.legs.items()}} for r in res.items],
+            "recent": [mem(m) for m in res.recent], "pinned": [mem(m) for m in res.pinned], "took_ms": res.took_ms}
 
 
 def print_result(res: RecallResult, *, explain: bool) -> None:
@@ -310,10 +311,17 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
             if r.legs:  # hybrid recall: each leg's engine score and rank
                 out.print("     legs: " + "  ".join(f"{leg} #{int(v['rank'])} {v['score']:.4f}"
                                                      for leg, v in sorted(r.legs.items())))
+            if r.neighbour_of or r.demoted_by:  # client-side stages (domain/threads.py, domain/resolve.py)
+                out.print("     " + (f"next to {r.neighbour_of[:10]} (inherited relevance) " if r.neighbour_of else "")
+                          + (f"put under the newer {r.demoted_by[:10]}" if r.demoted_by else ""))
     if res.recent:
         out.print("recent:")
         for m in res.recent:
             out.print(f"  {iso(m.valid_from)[:16]}  {m.content}")
+    if res.pinned:
+        out.print("pinned (applies to this request):")
+        for m in res.pinned:
+            out.print(f"  {m.external_id or m.id[:10]}  {m.content}")
 
 
 @cli.command()
@@ -417,10 +425,10 @@ def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: 
 METRIC_COLUMNS = ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1", "saving", "p50_ms", "p95_ms")
 
 
-def _metric_row(m: dict[str, float]) -> list[str]:
-    pct = {"p@1", "r@3", "r@5", "r@10", "stale@1", "saving"}
-    return [f"{m[c] * 100:.1f}%" if c in pct else f"{m[c]:.3f}" if c in ("mrr", "ndcg@5") else f"{m[c]:.1f}"
-            for c in METRIC_COLUMNS]
+def _metric_row(m: dict[str, float], columns: tuple[str, ...] = METRIC_COLUMNS) -> list[str]:
+    pct = {"p@1", "r@3", "r@5", "r@10", "stale@1", "saving", "reach", "intrude@k"}
+    return ["-" if c not in m or m[c] != m[c] else f"{m[c] * 100:.1f}%" if c in pct
+            else f"{m[c]:.3f}" if c in ("mrr", "ndcg@5") else f"{m[c]:.1f}" for c in columns]
 
 
 @cli.command("eval")
@@ -437,10 +445,14 @@ def _metric_row(m: dict[str, float]) -> list[str]:
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
 @click.option("--embedder", default=None, help="minilm: also run esmem hybrid (kNN leg fused with BM25; "
               "--set knn_weight=, fusion=convex|rrf, rrf_k=).")
+@click.option("--compare", type=click.Path(path_type=Path, dir_okay=False), default=None,
+              help="A saved `esmem eval --json` run: print per group what changed against it.")
+@click.option("--previous", is_flag=True, help="Also run the ranking defaults before issue 15 and print "
+                                                "per group what the current defaults change.")
 @click.pass_context
 def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
           sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
-          misses: bool, embedder: str | None) -> None:
+          misses: bool, embedder: str | None, compare: Path | None, previous: bool) -> None:
     """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
     from esmem.apps import evaluate as ev
     from esmem.apps import plots
@@ -452,11 +464,15 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
         plots.require()  # before the run, not after it
     dropped: list[str] = []
     data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    saved = load_saved(compare) if compare else None
     if dropped:
         err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
     model = load_embedder(embedder)
     runs = ev.plan_runs(_pairs(sets), k, sweep=sweep, baseline=baseline, merge=not no_merge, locomo=bool(locomo),
                         semantic=model is not None)
+    if previous and not sweep and not baseline:
+        runs.insert(1, ("previous defaults", ev.RunConfig(params_from_strings(runs[0][1].params, PREVIOUS_DEFAULTS),
+                                                          runs[0][1].merge, k)))
     evaluation = ev.Evaluation(_engine(ctx), data, f"{ctx.obj['prefix']}-eval", embedder=model)
     results = []
     try:
@@ -485,6 +501,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
         for group, m in [("overall", rep["overall"]), *rep["groups"].items()]:
             table.add_row(label, group, f"{m['queries']:.0f}", *_metric_row(m))
     out.print(table)
+    print_class_checks(out, [(label, rep) for label, _, rep, _ in results], saved)
     if misses:
         for label, _, _, missed in results[:1] if not sweep else []:
             for miss in missed:

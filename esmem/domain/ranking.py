@@ -39,6 +39,8 @@ DEFAULT_KIND_HALF_LIVES: Mapping[str, timedelta | None] = MappingProxyType({
 # Documented ranges (README "Guarantees"): every numeric knob finite, half-lives 1s..100 years.
 MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
+           "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
+           "resolve_overlap", "resolve_factor", "resolve_ratio",
            "min_importance", "window", "mmr_lambda", "recent_n", "rho")
 
 
@@ -55,20 +57,32 @@ class RecallParams:
     alpha: float = 0.5             # weighted
     beta: float = 0.3
     gamma: float = 0.2
-    must_not_miss: bool = True
+    must_not_miss: bool = False    # pinned memories take no ranked slot: they have their own section
+    pinned: int = 3                # at most this many pinned memories that apply (esmem/pinned.py)
+    resolve: bool = True           # demote the older of two same-topic candidates (esmem/resolve.py)
+    resolve_overlap: float = 0.5
+    resolve_factor: float = 0.9
+    resolve_ratio: float = 0.5
+    pinned_min_share: float = 0.5  # a pinned memory keeps a ranked slot from this share of the top rel
     importance_floor: float = 8.0
     must_not_miss_boost: float = 1.0
     entity_boost: float = 2.0
+    neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/threads.py, README "Conversation turns")
+    neighbour_prev: float = 0.5    # share of a candidate's score its previous turn inherits
+    neighbour_next: float = 0.8    # ... and its next turn (the reply)
     min_importance: float = 1.0
     window: int = 20
     mmr: bool = True
-    mmr_lambda: float = 0.7
+    mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (README "Beyond plain BM25")
+    mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/mmr.py)
     recent_n: int = 0
     rho: float = 0.5               # reheat: fraction of the gap to `now` an access removes
     kinds: tuple[str, ...] | None = None
     include_superseded: bool = False
 
     def __post_init__(self) -> None:
+        if self.mmr_similarity not in ("words", "tokens"):
+            raise ConfigError(f"mmr_similarity must be words or tokens, got {self.mmr_similarity!r}")
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
         for name, d in [("half_life", self.half_life), *self.kind_half_lives.items()]:
@@ -79,7 +93,7 @@ class RecallParams:
                 raise ConfigError(f"unknown kind {kind!r} in kind_half_lives (known: {', '.join(KINDS)})")
         for kind in self.kinds or ():
             check_kind(kind)
-        for name in ("mmr", "must_not_miss", "include_superseded"):
+        for name in ("mmr", "must_not_miss", "include_superseded", "resolve"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in NUMERIC:  # finite numbers only: NaN/inf would reach the engine's scripts
@@ -88,8 +102,13 @@ class RecallParams:
                 raise ConfigError(f"{name} must be a finite number, got {v!r}")
         checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", 0 < self.k <= 1e6),
                   ("c", 0 <= self.c <= 100), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
-                  ("recent_n", 0 <= self.recent_n <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
+                  ("recent_n", 0 <= self.recent_n <= 100), ("pinned", 0 <= self.pinned <= 100),
+                  ("pinned_min_share", 0 <= self.pinned_min_share <= 1),
+                  ("resolve_overlap", 0 <= self.resolve_overlap <= 1), ("resolve_factor", 0 <= self.resolve_factor <= 1),
+                  ("resolve_ratio", 0 <= self.resolve_ratio <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
                   ("must_not_miss_boost", 0 <= self.must_not_miss_boost <= 100),
+                  ("neighbour_boost", 0 <= self.neighbour_boost <= 100),
+                  ("neighbour_prev", 0 <= self.neighbour_prev <= 1), ("neighbour_next", 0 <= self.neighbour_next <= 1),
                   ("alpha/beta/gamma", min(self.alpha, self.beta, self.gamma) >= 0
                    and max(self.alpha, self.beta, self.gamma) <= 100),
                   ("importance_floor", 1 <= self.importance_floor <= 10),
@@ -156,8 +175,10 @@ def params_from_strings(base: RecallParams, pairs: Mapping[str, str]) -> RecallP
 # whose default `esmem install` renders from the policy. Client-side knobs (MMR, recent-N, reheat)
 # are not template parameters; install keeps their defaults in a comment of the template.
 TEMPLATE_KNOBS = ("mode", *KNOBS, "must_not_miss", "importance_floor", "must_not_miss_boost", "entity_boost",
-                  "min_importance", "include_superseded")
-CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho")
+                  "min_importance", "include_superseded", "neighbour_boost")
+CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
+                "pinned_min_share", "resolve", "resolve_overlap", "resolve_factor",
+                "resolve_ratio", "mmr_similarity")
 
 
 def duration_param(d: timedelta | None) -> str | bool:
@@ -180,7 +201,7 @@ def template_variables(params: RecallParams, evergreen_kinds: tuple[str, ...] = 
     """The Jinja variables `install` renders the search templates with: the policy's defaults."""
     client = {name: getattr(params, name) for name in CLIENT_KNOBS}
     return {
-        **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window,
+        **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window, "pinned": params.pinned,
         "fusion_knobs": [(name, getattr(params, name)) for name in KNOBS],  # what the modes pass to `fuse`
         "kinds": sorted(params.kinds or ()),
         "half_lives": [(kind, _ms(params.half_life_of(kind))) for kind in KINDS],

@@ -10,10 +10,13 @@ from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
 from esmem.domain import ranking
-from esmem.domain.analysis import token_set, truncate_query
 from esmem.domain import hybrid
+from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
-from esmem.domain.mmr import cosine, jaccard, mmr
+from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
+from esmem.domain.pinned import gate
+from esmem.domain.resolve import resolve
+from esmem.domain.threads import expand, wanted
 from esmem.domain.ranking import RecallParams
 from esmem.domain.types import Memory, Recalled, RecallResult
 from esmem.domain.writer import MAX_QUERY_TERMS
@@ -85,20 +88,35 @@ class Recaller:
         if p.recent_n:  # k more: de-dup may drop k
             searches.append(Search("recent", {"namespace": namespace, "size": p.recent_n + k,
                                               **({"as_of": tp["as_of"]} if as_of_t else {})}, routing=namespace))
+        if p.pinned:
+            searches.append(Search("pinned", {"namespace": namespace, "query": query, "size": p.pinned + k,
+                                              "importance_floor": p.importance_floor}, routing=namespace))
         if explain:
             searches.append(Search("recall", {**tp, "rel_only": True}, routing=namespace, explain=True))
         fuse = (fusion or self.semantic.fusion) if self.semantic else None
         if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
             searches.append(self.semantic.search(tp, query, routing=namespace))  # type: ignore[union-attr]
         responses = self.catalog.msearch(searches, "recall")
+        knn = responses.pop()["hits"]["hits"] if fuse and not fuse.lexical_only else None
         hits = responses[0]["hits"]["hits"]
-        if fuse and not fuse.lexical_only:
-            hits = hybrid.fuse(hits, responses.pop()["hits"]["hits"], fuse)[:size]
         terms_by_id: dict[str, dict[str, float]] = {}
         if explain:
             for h in responses[-1]["hits"]["hits"]:
                 terms_by_id[h["_id"]] = term_contributions(h.get("_explanation", {}))
-        items = self._rank(hits, k, p, now_t, terms_by_id)
+        def rel(h: Mapping[str, Any]) -> float:  # the engine's relevance behind a fused score
+            return ranking.invert_rel(float(h["_score"]), ranking.recency(h["_source"], p, now_t),
+                                      float(h["_source"].get("importance", 1.0)), p)
+
+        if p.pinned:  # pinned memories that match too little go to the pinned section (domain/pinned.py)
+            hits = gate(hits, rel, p.importance_floor, p.pinned_min_share)
+        demoted: dict[str, str] = {}
+        if p.resolve and as_of_t is None:  # the older of two same-topic candidates under the newer (domain/resolve.py)
+            resolved = resolve(hits, query, p.resolve_overlap, p.resolve_factor, p.resolve_ratio, rel)
+            hits, demoted = resolved.hits, resolved.demoted_by
+        hits, raised = self._neighbours(hits, namespace, p, now_t)
+        if knn is not None:  # the client-side stages above work on the lexical leg; then the kNN leg joins
+            hits = hybrid.fuse(hits, knn, fuse)[:max(size, len(hits))]  # type: ignore[arg-type]
+        items = self._rank(hits, k, p, now_t, terms_by_id, raised, demoted)
         recent: tuple[Memory, ...] = ()
         if p.recent_n:
             chosen = {r.memory.id for r in items}
@@ -107,12 +125,35 @@ class Recaller:
             recent = tuple(sorted(newest, key=lambda m: m.valid_from))
         if touch and items:
             self._touch_or_warn(namespace, [r.memory.id for r in items], now_t, p.rho)
+        pinned: tuple[Memory, ...] = ()
+        if p.pinned:
+            chosen = {r.memory.id for r in items}
+            pinned = tuple(Memory.from_hit(h["_id"], h["_source"]) for h in
+                           responses[2 if p.recent_n else 1]["hits"]["hits"] if h["_id"] not in chosen)[:p.pinned]
         engine_ms = float(sum(r.get("took", 0) for r in responses))
         return RecallResult(query, namespace, now_t, p, tuple(items), recent,
-                            (time.perf_counter() - started) * 1000, engine_ms)
+                            (time.perf_counter() - started) * 1000, engine_ms, pinned)
+
+    def _neighbours(self, hits: list[Mapping[str, Any]], namespace: str, p: RecallParams,
+                    now: datetime) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
+        """Neighbour expansion (domain/threads.py): one more search, only when a candidate is a turn."""
+        at = wanted(hits) if p.neighbour_prev or p.neighbour_next else []
+        if not at:
+            return hits, {}
+        resp = self.catalog.msearch([Search("neighbours", {"namespace": namespace, "at": at, "size": len(at)},
+                                            routing=namespace)], "neighbours")[0]
+
+        def parts(h: Mapping[str, Any]) -> tuple[float, float]:
+            return ranking.recency(h["_source"], p, now), float(h["_source"].get("importance", 1.0))
+
+        done = expand(hits, resp["hits"]["hits"], p.neighbour_prev, p.neighbour_next,
+                      rel=lambda h: ranking.invert_rel(float(h["_score"]), *parts(h), p),
+                      score=lambda h, r: ranking.fuse(r, *parts(h), p))
+        return done.hits, done.neighbour_of
 
     def _rank(self, hits: list[Mapping[str, Any]], k: int, p: RecallParams, now: datetime,
-              terms_by_id: Mapping[str, Mapping[str, float]]) -> list[Recalled]:
+              terms_by_id: Mapping[str, Mapping[str, float]], raised: Mapping[str, str] = {},
+              demoted: Mapping[str, str] = {}) -> list[Recalled]:
         if not hits:
             return []
         order = list(range(len(hits)))
@@ -122,7 +163,7 @@ class Recaller:
             if all(s.get("embedding") for s in srcs):
                 sim = lambda i, j: cosine(srcs[i]["embedding"], srcs[j]["embedding"])  # noqa: E731
             else:
-                sets = [token_set(s["content"]) for s in srcs]
+                sets = [similarity_set(s["content"], p.mmr_similarity) for s in srcs]
                 sim = lambda i, j: jaccard(sets[i], sets[j])  # noqa: E731
             order, pen = mmr([h["_score"] for h in hits], sim, k, p.mmr_lambda)
             for i, v in zip(order, pen):
@@ -139,7 +180,8 @@ class Recaller:
                 rel=ranking.invert_rel(engine_score, rec, imp, p), recency=rec,
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
-                terms=terms_by_id.get(h["_id"], {}), legs=h.get("_legs", {})))
+                terms=terms_by_id.get(h["_id"], {}), legs=h.get("_legs", {}), neighbour_of=raised.get(h["_id"]),
+                demoted_by=demoted.get(h["_id"])))
         return out
 
     def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:

@@ -25,6 +25,10 @@ class MemoryInput:
     embedding: Sequence[float] | None = None
     supersedes: str | None = None  # the caller knows this replaces a memory: skip the lookup
     idempotency_key: str | None = None  # a retry with the same key lands on the same memory
+    thread: str | None = None  # conversation turns (esmem/domain/threads.py): session, position, neighbour text
+    seq: int | None = None
+    neighbours: str | None = None
+    applies_to: str | Sequence[str] | None = None  # pinned memories: situations they apply to (domain/pinned.py)
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,8 @@ class Recalled:
     rank_before_mmr: int = 0
     terms: Mapping[str, float] = field(default_factory=dict)
     legs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # hybrid: {leg: {score, rank}}
+    neighbour_of: str | None = None  # score inherited from this candidate next to it (domain/threads.py)
+    demoted_by: str | None = None  # put under this newer same-topic memory (domain/resolve.py)
 
 
 @dataclass(frozen=True)
@@ -107,4 +113,5 @@ class RecallResult:
     recent: tuple[Memory, ...] = ()
     took_ms: float = 0.0
     engine_took_ms: float = 0.0
+    pinned: tuple[Memory, ...] = ()  # pinned memories that apply and are not in items (domain/pinned.py)
 

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Sequence
 
+from esmem.domain.pinned import check_applies_to
+from esmem.domain.threads import thread_fields
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
 from esmem.values import check_kind, check_namespace, epoch_ms, iso, parse_time
@@ -127,6 +129,9 @@ def document(item: MemoryInput, now: datetime, limits: Limits) -> tuple[str, dic
         doc["external_id"] = _check_key("id", item.external_id)
     if item.embedding is not None:
         doc["embedding"] = _check_embedding(item.embedding)
+    doc.update(thread_fields(item.thread, item.seq, item.neighbours))
+    if item.applies_to is not None:
+        doc["applies_to"] = check_applies_to(item.applies_to)
     if item.supersedes is not None:
         doc["supersedes"] = [_check_key("supersedes", item.supersedes)]
     if item.idempotency_key is not None:

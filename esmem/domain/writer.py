@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
+from esmem.domain.pinned import derive_applies_to
 from esmem.domain.merge import Candidate, Decision, MergePolicy, decide, overlap
 from esmem.domain.merge import jaccard as text_jaccard
 from esmem.domain.types import Memory, MemoryInput, WriteResult
@@ -56,6 +57,8 @@ class Writer:
         if todo:
             for d, (score, rule) in zip(todo, score_batch(self.scorer, [d["content"] for d in todo])):
                 d["importance"], d["importance_rule"] = score, rule
+        for _, d in docs:
+            derive_applies_to(d)
         if self.semantic:
             self.semantic.fill([d for _, d in docs])
         return docs

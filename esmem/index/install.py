@@ -381,6 +381,7 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPol
         importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
         must_not_miss_boost=float(mnm["functions"][0]["field_value_factor"]["factor"]),
         entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
+        neighbour_boost=float(lexical[2]["match"]["neighbours"]["boost"]),
         min_importance=float(flt[3]["range"]["importance"]["gte"]),
         window=int(out["size"]), kinds=kinds or None,
         include_superseded=flt[1]["bool"]["should"][1]["term"]["namespace"] == "n",
