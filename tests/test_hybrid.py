@@ -109,7 +109,7 @@ def test_one_round_trip_and_fusion_matches_the_reference(engine, semantic, prefi
     calls = []
     eng = Engine(engine.config, recorder=lambda m, p, b, q: calls.append((m, p, b)))
     store = MemoryStore(eng, prefix, embedder=minilm(), clock=lambda: NOW)
-    params = RecallParams(mmr=False)
+    params = RecallParams(mmr=False, pinned=0, resolve=False)  # the two legs alone (no #15 client stages)
     fusion = Fusion(weight=0.4)
     res = store.recall("cat kitten pet", "u", 5, params=params, touch=False, fusion=fusion)
     searches = [c for c in calls if c[1].endswith("/_msearch/template")]

@@ -70,7 +70,7 @@ def score_pairs(engine: Engine, pairs: Sequence[Pair], embedder: Embedder,
         store = MemoryStore(engine, prefix, merge=policy or MergePolicy())
         store.remember_many([MemoryInput(p.old, f"pair-{i}", kind=p.kind, valid_from="2026-01-01T00:00:00Z")
                              for i, p in enumerate(pairs)])
-        engine.request("POST", f"/{store.alias}/_refresh")
+        store.catalog.refresh()
         lexical = [store.remember(p.new, f"pair-{i}", kind=p.kind, valid_from="2026-02-01T00:00:00Z",
                                   dry_run=True).action in ("superseded", "duplicate") for i, p in enumerate(pairs)]
     finally:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from esmem.domain.embedding import Embedder, embed_checked
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
-from esmem.index.install import KNN_TEMPLATE, Names, installed_embedding
+from esmem.index.install import KNN_TEMPLATE, installed_embedding
 
 FUSION_METHODS = ("convex", "rrf")
 QUERY_CACHE = 256  # query vectors a store keeps: an agent repeats queries, eval runs each one per config
@@ -145,42 +145,27 @@ def reembed(engine: Engine, prefix: str, embedder: Embedder, *, every: bool = Fa
             progress: Callable[[int, int], None] | None = None) -> int:
     """Give every memory (every=False: every memory without one) a vector from `embedder`; returns
     how many were written. After `install --embedder ... --migrate` (which drops vectors of another
-    model). Idempotent: a rerun finds nothing left to do."""
-    Semantic(Catalog(engine, prefix), embedder).check()  # the index must be built for this embedder
-    alias = Names(prefix).alias
-    query: dict[str, Any] = {"match_all": {}} if every else {"bool": {"must_not": [{"exists": {"field": "embedding"}}]}}
-    total = engine.request("POST", f"/{alias}/_count", {"query": query})["count"]
-    done = 0
-    for page in _pages(engine, alias, query, batch_size):
-        vectors = embed_checked(embedder, [h["_source"]["content"] for h in page])
-        actions: list[Any] = []
-        for h, v in zip(page, vectors):
-            actions += [{"update": {"_index": h["_index"], "_id": h["_id"], "routing": h["_source"]["namespace"],
-                                    "retry_on_conflict": 3}}, {"doc": {"embedding": v}}]
-        resp = engine.bulk(actions)
-        errors = [it["update"]["error"] for it in resp["items"] if it["update"].get("error")]
+    model). Idempotent: a rerun finds nothing left to do. Pages come from a scroll (a snapshot: our
+    own writes do not move it)."""
+    catalog = Catalog(engine, prefix)
+    Semantic(catalog, embedder).check()  # the index must be built for this embedder
+    done, total = 0, 0
+    for page in catalog.scroll(Search("unembedded", {"size": batch_size, "every": every}), batch_size):
+        hits = page["hits"]["hits"]
+        total = total or int(page["hits"]["total"]["value"])
+        if not hits:
+            break
+        vectors = embed_checked(embedder, [h["_source"]["content"] for h in hits])
+        outcomes = catalog.update_fields([(h["_source"]["namespace"], h["_id"], {"embedding": v})
+                                          for h, v in zip(hits, vectors)])
+        errors = [o["error"] for o in outcomes if o.get("error")]
         if errors:
             raise ConfigError(f"re-embedding failed: {errors[0]}")
-        done += len(page)
+        done += len(hits)
         if progress:
             progress(done, total)
-    engine.request("POST", f"/{alias}/_refresh")
+    catalog.refresh()
     return done
-
-
-def _pages(engine: Engine, alias: str, query: Mapping[str, Any], size: int) -> Iterator[list[dict[str, Any]]]:
-    """All matching memories, page by page, from a scroll (a snapshot: our own writes do not move it)."""
-    resp = engine.request("POST", f"/{alias}/_search", {"size": size, "query": query, "sort": ["_doc"],
-                                                         "_source": ["content", "namespace"]}, {"scroll": "2m"})
-    scroll_id = resp.get("_scroll_id")
-    try:
-        while resp["hits"]["hits"]:
-            yield resp["hits"]["hits"]
-            resp = engine.request("POST", "/_search/scroll", {"scroll": "2m", "scroll_id": scroll_id})
-            scroll_id = resp.get("_scroll_id", scroll_id)
-    finally:
-        if scroll_id:
-            engine.request("DELETE", "/_search/scroll", {"scroll_id": scroll_id})
 
 
 def embedder_for(engine: Engine, prefix: str) -> Embedder | None:

@@ -154,6 +154,16 @@ class Catalog:
         # update_by_query where the engine refuses updates under DLS (an agent from `esmem grant`)
         return [item["update"] for item in scripted_bulk(self.engine, actions)["items"]]
 
+    def update_fields(self, updates: Sequence[tuple[str, str, Mapping[str, Any]]]) -> list[dict[str, Any]]:
+        """Partial updates (namespace, id, fields) in one `_bulk`; the per-item outcomes, in order."""
+        if not updates:
+            return []
+        actions: list[Any] = []
+        for ns, doc_id, fields in updates:
+            actions += [{"update": {"_index": self.alias, "_id": doc_id, "routing": ns, "retry_on_conflict": 3}},
+                        {"doc": dict(fields)}]
+        return [item["update"] for item in self.engine.bulk(actions)["items"]]
+
     def set_fields(self, namespace: str, doc_id: str, changes: Mapping[str, Any]) -> None:
         """A partial update of one memory, refreshed (restore / undo of a merge)."""
         self.engine.request("POST", f"/{self.alias}/_update/{doc_id}", {"doc": dict(changes)},

@@ -129,8 +129,10 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *
         out.append(Artifact("script", names.script(path.stem),
                             {"script": {"lang": "painless", "source": source}}, _digest(source)))
     for path in sorted((root / "templates" / "search").glob("*.mustache.j2")):
-        source = render(f"templates/search/{path.name}", variables, shared=frozenset(variables))
         stem = path.name.removesuffix(".mustache.j2")
+        if stem in SEMANTIC_ONLY and not embedding:
+            continue
+        source = render(f"templates/search/{path.name}", variables, shared=frozenset(variables))
         out.append(Artifact("script", names.script(stem),
                             {"script": {"lang": "mustache", "source": source, "options": MUSTACHE_OPTIONS}},
                             _digest(source)))
@@ -143,6 +145,7 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *
 
 
 KNN_TEMPLATE = "recall_knn"
+SEMANTIC_ONLY = ("unembedded",)  # search templates only an index with vectors needs
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, str]:
