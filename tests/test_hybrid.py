@@ -155,6 +155,7 @@ def test_rrf_and_fusion_edge_cases() -> None:
             Fusion(**bad)
 
 
+@pytest.mark.fresh_prefix("migrates the index to an embedder (mapping and templates change)")
 def test_migrate_to_an_embedder_then_reembed(engine, installed) -> None:
     lexical = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
     lexical.remember_many(PETS[:3] + [MemoryInput("a memory with an old 3-d vector", "u", embedding=[1.0, 0.0, 0.0])])
