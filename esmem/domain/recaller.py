@@ -103,9 +103,8 @@ class Recaller:
         if explain:
             for h in responses[-1]["hits"]["hits"]:
                 terms_by_id[h["_id"]] = term_contributions(h.get("_explanation", {}))
-        def rel(h: Mapping[str, Any]) -> float:  # the engine's relevance behind a fused score
-            return ranking.invert_rel(float(h["_score"]), ranking.recency(h["_source"], p, now_t),
-                                      float(h["_source"].get("importance", 1.0)), p)
+        def rel(h: Mapping[str, Any]) -> float:
+            return _rel(h, p, now_t)
 
         if p.pinned:  # pinned memories that match too little go to the pinned section (domain/pinned.py)
             hits = gate(hits, rel, p.importance_floor, p.pinned_min_share)
@@ -143,12 +142,8 @@ class Recaller:
         resp = self.catalog.msearch([Search("neighbours", {"namespace": namespace, "at": at, "size": len(at)},
                                             routing=namespace)], "neighbours")[0]
 
-        def parts(h: Mapping[str, Any]) -> tuple[float, float]:
-            return ranking.recency(h["_source"], p, now), float(h["_source"].get("importance", 1.0))
-
         done = expand(hits, resp["hits"]["hits"], p.neighbour_prev, p.neighbour_next,
-                      rel=lambda h: ranking.invert_rel(float(h["_score"]), *parts(h), p),
-                      score=lambda h, r: ranking.fuse(r, *parts(h), p))
+                      rel=lambda h: _rel(h, p, now), score=lambda h, r: ranking.fuse(r, *_parts(h, p, now), p))
         return done.hits, done.neighbour_of
 
     def _rank(self, hits: list[Mapping[str, Any]], k: int, p: RecallParams, now: datetime,
@@ -224,6 +219,16 @@ class Recaller:
         self.catalog.refresh()
         resp = self.catalog.search(Search("count", params, routing=namespace))
         return int(resp["hits"]["total"]["value"])
+
+
+def _parts(h: Mapping[str, Any], p: RecallParams, now: datetime) -> tuple[float, float]:
+    """A hit's recency and importance, as the engine used them."""
+    return ranking.recency(h["_source"], p, now), float(h["_source"].get("importance", 1.0))
+
+
+def _rel(h: Mapping[str, Any], p: RecallParams, now: datetime) -> float:
+    """The engine's relevance behind a hit's fused score (the inverse of the mode's fusion)."""
+    return ranking.invert_rel(float(h["_score"]), *_parts(h, p, now), p)
 
 
 _WEIGHT = re.compile(r"^weight\(([\w.]+):(.+?) in \d+\)")
