@@ -334,6 +334,7 @@ def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: em
         assert all(r.replayed for r in again) and _by_external_id(world.admin, world.alias, ns) == state
         # reheat: recall with touch=True counts the access of what it returned, in the agent's namespace only
         hit = mine.recall("staging database backed up", ns, k=1).items[0].memory
+        mine.flush()  # the write-back runs behind the answer
         src = world.admin.request("GET", f"/{world.alias}/_doc/{hit.id}", params={"routing": ns})["_source"]
         assert src["access_count"] == 1 and src["last_accessed_at"] == values.iso(NOW)
         b_before = world.admin.request("GET", f"/{world.alias}/_doc/{world.b_ids[0]}", params={"routing": B})

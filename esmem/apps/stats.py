@@ -70,7 +70,8 @@ def collect(store: MemoryStore, namespace: str | None = None, *, top: int = 5) -
     params: dict[str, Any] = {"top": top}
     if namespace:
         params["namespace"] = check_namespace(namespace)
-    store.catalog.refresh()  # reheat write-backs are not refreshed
+    store.flush()  # the store's queued reheat write-backs, then a refresh: they are not refreshed
+    store.catalog.refresh()
     resp = store.catalog.search(Search("stats", params, routing=namespace))
     aggs = resp["aggregations"]
     by_status = {b["key"]: b["doc_count"] for b in aggs["by_status"]["buckets"]}

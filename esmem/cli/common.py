@@ -49,7 +49,9 @@ def _store(ctx: click.Context, params: RecallParams | None = None, **options: An
     from esmem.domain.hybrid import embedder_for
 
     eng = _engine(ctx)  # an index installed with an embedder gets its vectors and kNN leg from the CLI too
-    return MemoryStore(eng, ctx.obj["prefix"], params=params, embedder=embedder_for(eng, ctx.obj["prefix"]), **options)
+    store = MemoryStore(eng, ctx.obj["prefix"], params=params, embedder=embedder_for(eng, ctx.obj["prefix"]), **options)
+    ctx.call_on_close(store.close)  # after the command printed: the queued reheat write-backs
+    return store
 
 
 def resolve_query(query: str | None, messages_path: str | None) -> str:

@@ -52,7 +52,10 @@ def _is_cjk(token: str) -> bool:
 
 
 def _normalise(token: str) -> str:
-    token = _fold_width(token).lower()
+    return _strip_possessive(_fold_width(token).lower())
+
+
+def _strip_possessive(token: str) -> str:
     for suffix in _POSSESSIVE:
         if token.endswith(suffix):
             return token[:-2]
@@ -66,24 +69,31 @@ def _stem(token: str) -> str:
 
 def tokens(text: str, *, query: bool = False) -> list[str]:
     """Tokens as `esmem_index` (query=False) or `esmem_search` (query=True) would produce them."""
-    out: list[str] = []
+    return _analyse(text)[1 if query else 0]
+
+
+def _analyse(text: str) -> tuple[list[str], list[str]]:
+    """One pass, both analyzers: (index tokens, search tokens) - they differ only in CJK unigrams."""
+    index: list[str] = []
+    search: list[str] = []
     run: list[str] = []  # adjacent CJK characters waiting to be bigrammed
     last_end = -1
+    wide = any("\uff00" <= ch <= "\uffef" for ch in text)  # cjk_width has work only then
 
     def flush() -> None:
         if len(run) == 1:
-            out.append(run[0])
+            index.append(run[0])
+            search.append(run[0])
         else:
             for i in range(len(run) - 1):
-                if not query:
-                    out.append(run[i])
-                out.append(run[i] + run[i + 1])
-            if not query:
-                out.append(run[-1])
+                index.append(run[i])
+                index.append(run[i] + run[i + 1])
+                search.append(run[i] + run[i + 1])
+            index.append(run[-1])
         run.clear()
 
     for raw, start, end in _segments(text):
-        token = _normalise(raw)
+        token = _normalise(raw) if wide else _strip_possessive(raw.lower())
         if token in STOP_WORDS:
             continue
         if _is_cjk(token):
@@ -94,15 +104,23 @@ def tokens(text: str, *, query: bool = False) -> list[str]:
             continue
         if run:
             flush()
-        out.append(token)
+        index.append(token)
+        search.append(token)
     if run:
         flush()
-    return [_stem(t) for t in out]
+    return [_stem(t) for t in index], [_stem(t) for t in search]
+
+
+@lru_cache(maxsize=16384)  # MMR and update resolution see the same memories recall after recall (#18)
+def token_sets(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The distinct (index, search) tokens of a text, computed once per text and process."""
+    index, search = _analyse(text)
+    return frozenset(index), frozenset(search)
 
 
 def token_set(text: str) -> frozenset[str]:
     """The distinct index tokens of a text: the unit of MMR's Jaccard similarity."""
-    return frozenset(tokens(text))
+    return token_sets(text)[0]
 
 
 def truncate_query(text: str, max_terms: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Sequence
 
-from esmem.domain.analysis import token_set, tokens
+from esmem.domain.analysis import token_sets
 
 SIMILARITIES = ("words", "tokens")
 
@@ -20,7 +20,7 @@ def similarity_set(text: str, similarity: str = "words") -> frozenset[str]:
     """What Jaccard compares. "words": stemmed words and CJK bigrams (the search analyzer's tokens):
     two Chinese notes on different topics share many single characters (的, 了, 是...) but few
     bigrams. "tokens": the index tokens, CJK unigrams included (the measure before issue 15)."""
-    return frozenset(tokens(text, query=True)) if similarity == "words" else token_set(text)
+    return token_sets(text)[1 if similarity == "words" else 0]  # cached: once per memory and process (#18)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-import warnings
 from datetime import datetime
 from typing import Any, Callable, Iterable, Mapping
 
@@ -15,12 +14,13 @@ from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
 from esmem.domain.pinned import gate
+from esmem.domain.reheat import Reheater
 from esmem.domain.resolve import resolve
 from esmem.domain.threads import expand, wanted
 from esmem.domain.ranking import RecallParams
 from esmem.domain.types import Memory, Recalled, RecallResult
 from esmem.domain.writer import MAX_QUERY_TERMS
-from esmem.errors import EngineError, EsmemWarning, InvalidInput, NotFound
+from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.index.install import installed_policy
 from esmem.values import check_namespace, epoch_ms, iso, parse_time
@@ -33,8 +33,9 @@ class Recaller:
     """Reads memories of any namespace under one installed prefix."""
 
     def __init__(self, catalog: Catalog, params: RecallParams | None, clock: Callable[[], datetime],
-                 semantic: Semantic | None = None):
+                 semantic: Semantic | None = None, background_reheat: bool = True):
         self.catalog = catalog
+        self.reheater = Reheater(catalog.run_scripts, background_reheat)  # write-back off the answer's path
         self.semantic = semantic  # optional kNN leg (esmem/domain/hybrid.py)
         self.params = params  # None: the ranking policy installed in the cluster
         self.clock = clock
@@ -123,7 +124,7 @@ class Recaller:
                       if h["_id"] not in chosen][:p.recent_n]
             recent = tuple(sorted(newest, key=lambda m: m.valid_from))
         if touch and items:
-            self._touch_or_warn(namespace, [r.memory.id for r in items], now_t, p.rho)
+            self.reheater.submit(_reheat_ops(namespace, [r.memory.id for r in items], now_t, p.rho))
         pinned: tuple[Memory, ...] = ()
         if p.pinned:
             chosen = {r.memory.id for r in items}
@@ -180,19 +181,11 @@ class Recaller:
         return out
 
     def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:
-        """Reheat write-back: one bulk call through the stored update script, retried on conflict."""
-        params = {"now": iso(now), "now_ms": epoch_ms(now), "rho": rho}
-        outcomes = self.catalog.run_scripts([ScriptOp(namespace, i, "reheat", params, retry_on_conflict=5) for i in ids])
+        """Reheat write-back now: one bulk call through the stored update script, retried on conflict."""
+        outcomes = self.catalog.run_scripts(_reheat_ops(namespace, ids, now, rho))
         errors = [o["error"] for o in outcomes if o.get("error")]
         if errors:
             raise EngineError(f"reheat write-back failed: {errors[0]}")
-
-    def _touch_or_warn(self, namespace: str, ids: list[str], now: datetime, rho: float) -> None:
-        """The recall is computed already: a failed write-back costs one access count, not the answer."""
-        try:
-            self.touch(namespace, ids, now, rho)
-        except EngineError as e:
-            warnings.warn(f"reheat write-back skipped: {e}", EsmemWarning, stacklevel=3)
 
     # -- history -------------------------------------------------------------------------------
     def history(self, namespace: str, memory_id: str) -> list[Memory]:
@@ -219,6 +212,11 @@ class Recaller:
         self.catalog.refresh()
         resp = self.catalog.search(Search("count", params, routing=namespace))
         return int(resp["hits"]["total"]["value"])
+
+
+def _reheat_ops(namespace: str, ids: Iterable[str], now: datetime, rho: float) -> list[ScriptOp]:
+    params = {"now": iso(now), "now_ms": epoch_ms(now), "rho": rho}
+    return [ScriptOp(namespace, i, "reheat", params, retry_on_conflict=5) for i in ids]
 
 
 def _parts(h: Mapping[str, Any], p: RecallParams, now: datetime) -> tuple[float, float]:

@@ -63,7 +63,11 @@ RATIO_KINDS = ("rule", "event")
 
 
 def reads_as_update(newer: str, rel_newer: float, rel_older: float, ratio: float, kind: str = "rule") -> bool:
-    return bool(CHANGE.search(newer)) or (kind in RATIO_KINDS and rel_newer >= ratio * rel_older)
+    return _update(bool(CHANGE.search(newer)), rel_newer, rel_older, ratio, kind)
+
+
+def _update(marked: bool, rel_newer: float, rel_older: float, ratio: float, kind: str) -> bool:
+    return marked or (kind in RATIO_KINDS and rel_newer >= ratio * rel_older)
 
 
 def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, factor: float, ratio: float,
@@ -73,14 +77,16 @@ def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, facto
     eligible = [h for h in hits if not h["_source"].get("thread")]
     m = {h["_id"]: matched(q, h["_source"]["content"]) for h in eligible}
     score = {h["_id"]: float(h["_score"]) for h in hits}
+    rels = {h["_id"]: rel(h) for h in eligible}  # per candidate, not per pair (#18)
+    marked = {h["_id"]: bool(CHANGE.search(h["_source"]["content"])) for h in eligible}
     demoted: dict[str, str] = {}
     for old in eligible:
         for new in eligible:
             if (new is old or new["_source"]["kind"] != old["_source"]["kind"]
                     or new["_source"]["valid_from"] <= old["_source"]["valid_from"]
                     or not same_topic(m[old["_id"]], m[new["_id"]], overlap)
-                    or not reads_as_update(new["_source"]["content"], rel(new), rel(old), ratio,
-                                           new["_source"]["kind"])):
+                    or not _update(marked[new["_id"]], rels[new["_id"]], rels[old["_id"]], ratio,
+                                   new["_source"]["kind"])):
                 continue
             cap = factor * float(new["_score"])
             if score[old["_id"]] > cap:

@@ -14,6 +14,7 @@ from esmem.domain.importance import Scorer, rule_scorer
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import Recaller
+from esmem.domain.reheat import flush_all
 from esmem.domain.types import Memory, MemoryInput, RecallResult, WriteResult
 from esmem.domain.validate import Limits
 from esmem.domain.writer import Writer
@@ -29,7 +30,7 @@ class MemoryStore:
                  merge: MergePolicy | None = None, scorer: Scorer = rule_scorer,
                  max_content_bytes: int = 64 * 1024, max_future: timedelta = timedelta(days=1),
                  clock: Callable[[], datetime] = utcnow, embedder: Embedder | None = None,
-                 fusion: Fusion | None = None):
+                 fusion: Fusion | None = None, background_reheat: bool = True):
         self.engine = engine
         self.catalog = Catalog(engine, prefix)
         self.names = self.catalog.names
@@ -39,7 +40,22 @@ class MemoryStore:
         self.semantic = Semantic(self.catalog, embedder, fusion) if embedder is not None else None
         self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock,
                              self.semantic)
-        self.recaller = Recaller(self.catalog, params, clock, self.semantic)
+        self.recaller = Recaller(self.catalog, params, clock, self.semantic, background_reheat)
+
+    def __enter__(self) -> "MemoryStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Write what recalls queued (reheat write-back, esmem/domain/reheat.py); the engine stays open."""
+        self.flush()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait for the queued reheat write-backs of every store of this process (False if `timeout`
+        passed first), so reads see them; failures warn."""
+        return flush_all(timeout)
 
     @property
     def params(self) -> RecallParams | None:
@@ -81,13 +97,17 @@ class MemoryStore:
     def touch(self, namespace: str, ids: Iterable[str], now: datetime, rho: float) -> None:
         self.recaller.touch(namespace, ids, now, rho)
 
+    # Reads flush the process's queued accesses first: a process always sees its own reheats.
     def get(self, namespace: str, memory_id: str) -> Memory:
+        self.flush()
         return self.recaller.get(namespace, memory_id)
 
     def history(self, namespace: str, memory_id: str) -> list[Memory]:
+        self.flush()
         return self.recaller.history(namespace, memory_id)
 
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
+        self.flush()
         return self.recaller.count(namespace, status)
 
     def restore(self, namespace: str, memory_id: str, *, retire_successor: bool = True) -> Memory:

@@ -1,0 +1,111 @@
+"""Reheat write-back behind the answer (#18): a recall queues the accesses of what it returned, one
+background thread writes them with the stored `reheat` script, so no recall waits for a write.
+
+Durable: every queued access is written by one `_bulk` of stored update scripts (retried on version
+conflicts, as before), several recalls' accesses in one call when they queue up. Counted: `written`,
+`failed` and `pending` say what happened to each access. A failed write-back costs that access count,
+never the answer: it is reported as an `EsmemWarning` by the next recall or `flush()` of the store, in
+the caller's thread. Shutdown: `MemoryStore.close()` (or leaving `with MemoryStore(...)`) and the
+interpreter's exit flush what is queued (the exit waits at most `EXIT_WAIT` seconds); a process killed
+with SIGKILL loses the accesses still queued, at most those of its last few recalls. Reads through the
+process (`get`, `history`, `count`, `stats` of any store) flush first, so a process sees its own accesses.
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+import warnings
+import weakref
+from typing import Any, Callable, Mapping, Sequence
+
+from esmem.errors import EsmemError, EsmemWarning
+from esmem.index.catalog import ScriptOp
+
+IDLE_SECONDS = 2.0  # the writer thread ends after this long without work (a new access starts it again)
+EXIT_WAIT = 10.0
+
+
+class Reheater:
+    """Writes reheat `ScriptOp`s through `run` (Catalog.run_scripts), in the background or inline."""
+
+    def __init__(self, run: Callable[[Sequence[ScriptOp]], Sequence[Mapping[str, Any]]], background: bool = True):
+        self.run, self.background = run, background
+        self.written = self.failed = 0
+        self._queue: list[ScriptOp] = []
+        self._errors: list[str] = []
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._cond = threading.Condition()
+        _LIVE.add(self)
+
+    @property
+    def pending(self) -> int:
+        """Accesses queued or being written."""
+        with self._cond:
+            return len(self._queue) + (1 if self._busy else 0)
+
+    def submit(self, ops: Sequence[ScriptOp]) -> None:
+        """Queue accesses (inline mode: write them now); reports earlier failures as warnings."""
+        self._warn()
+        if not self.background:
+            self._write(list(ops))
+            self._warn()
+            return
+        with self._cond:
+            self._queue.extend(ops)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="esmem-reheat", daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued access is written (or `timeout` passes: False); failures warn."""
+        with self._cond:
+            done = self._cond.wait_for(lambda: not self._queue and not self._busy, timeout)
+        self._warn()
+        return done
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if not self._cond.wait_for(lambda: bool(self._queue), IDLE_SECONDS):
+                    self._thread = None
+                    return
+                batch, self._queue = self._queue, []
+                self._busy = True
+            try:
+                self._write(batch)
+            finally:
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+    def _write(self, batch: list[ScriptOp]) -> None:
+        try:
+            errors = [str(o["error"]) for o in self.run(batch) if o.get("error")]
+        except EsmemError as e:
+            errors = [str(e)] * len(batch)
+        with self._cond:
+            self.written += len(batch) - len(errors)
+            self.failed += len(errors)
+            if errors:
+                self._errors.append(f"{len(errors)} of {len(batch)} accesses not counted: {errors[0]}")
+
+    def _warn(self) -> None:
+        with self._cond:
+            errors, self._errors = self._errors, []
+        for e in errors:
+            warnings.warn(f"reheat write-back skipped: {e}", EsmemWarning, stacklevel=4)
+
+
+_LIVE: "weakref.WeakSet[Reheater]" = weakref.WeakSet()
+
+
+def flush_all(timeout: float | None = None) -> bool:
+    """Wait for the queued write-backs of every store of this process (False if `timeout` passed)."""
+    return all([r.flush(timeout) for r in list(_LIVE)])
+
+
+@atexit.register
+def _flush_at_exit() -> None:
+    flush_all(EXIT_WAIT)

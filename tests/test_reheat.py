@@ -1,0 +1,97 @@
+"""Reheat write-back behind the answer (esmem/domain/reheat.py), on the real engine: a recall does not
+wait for its write-back, queued accesses are written (coalesced) and counted, reads in the process
+see them, a failure warns, and an exiting process writes what it queued."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+from typing import Any, Sequence
+
+import pytest
+
+from esmem.domain.merge import MergePolicy
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.index.catalog import ScriptOp
+from esmem.index.engine import Engine
+from esmem.values import parse_time
+
+NOW = parse_time("2026-10-08T12:00:00Z")
+
+
+class Held:
+    """In front of the real `Catalog.run_scripts`: holds every write-back until `release()`."""
+
+    def __init__(self, store: MemoryStore):
+        self.inner = store.catalog.run_scripts
+        self.gate = threading.Event()
+        self.calls: list[int] = []
+        store.recaller.reheater.run = self
+
+    def __call__(self, ops: Sequence[ScriptOp]) -> list[dict[str, Any]]:
+        self.gate.wait(30)
+        self.calls.append(len(ops))
+        return self.inner(ops)
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+def _stored_count(engine: Engine, store: MemoryStore, ns: str, doc_id: str) -> int:
+    """access_count as the engine has it, read past the store (no flush)."""
+    return engine.request("GET", f"/{store.alias}/_doc/{doc_id}", params={"routing": ns})["_source"].get(
+        "access_count", 0)
+
+
+def test_recall_returns_before_its_write_back_and_the_store_then_sees_it(engine: Engine, installed: str) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    (tea, coffee) = store.remember_many([MemoryInput("prefers green tea in the morning", "rh", kind="preference"),
+                                         MemoryInput("drinks coffee after lunch", "rh", kind="preference")])
+    held = Held(store)
+    first = store.recall("green tea morning", "rh", 1, now=NOW)  # returns while its write-back is held
+    second = store.recall("coffee after lunch", "rh", 1, now=NOW)
+    assert [first.items[0].memory.id, second.items[0].memory.id] == [tea.id, coffee.id]
+    assert store.recaller.reheater.pending >= 1 and held.calls == []
+    assert _stored_count(engine, store, "rh", tea.id) == 0  # nothing written yet: the answer did not wait
+    held.release()
+    assert store.flush(30)
+    assert sum(held.calls) == 2 and len(held.calls) <= 2  # queued accesses go out together when they pile up
+    assert store.recaller.reheater.written == 2 and store.recaller.reheater.failed == 0
+    assert store.recaller.reheater.pending == 0
+    got = store.get("rh", tea.id)
+    assert got.access_count == 1 and got.last_accessed_at == NOW
+
+
+def test_reads_of_the_store_flush_its_queued_accesses(engine: Engine, installed: str) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    m = store.remember("the standup is at 9:30 every weekday", "rh2", kind="fact")
+    for _ in range(3):
+        store.recall("when is the standup", "rh2", 1, now=NOW)
+    assert store.get("rh2", m.id).access_count == 3  # get() waited for the three queued write-backs
+
+
+def test_inline_mode_writes_before_recall_returns(engine: Engine, installed: str) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW,
+                        background_reheat=False)
+    m = store.remember("the office wifi password rotates monthly", "rh3", kind="fact")
+    store.recall("office wifi", "rh3", 1, now=NOW)
+    assert _stored_count(engine, store, "rh3", m.id) == 1 and store.recaller.reheater.written == 1
+
+
+@pytest.mark.plain_http  # the child process connects by URL only
+def test_a_process_that_exits_writes_what_it_queued(engine: Engine, installed: str, engine_url: str) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    m = store.remember("the release train leaves every second Tuesday", "rh4", kind="fact")
+    child = textwrap.dedent(f"""
+        from esmem.domain.store import MemoryStore
+        from esmem.index.engine import Engine
+        store = MemoryStore(Engine({engine_url!r}), {installed!r})
+        res = store.recall("release train tuesday", "rh4", 1)
+        print(res.items[0].memory.id, store.recaller.reheater.pending)
+    """)  # no close(), no flush(): the interpreter's exit writes the queue
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[0] == m.id
+    assert store.get("rh4", m.id).access_count == 1
