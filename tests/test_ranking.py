@@ -54,7 +54,8 @@ def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str)
     compared = 0
     for _ in range(12):
         query = " ".join(rng.sample(WORDS, 3))
-        tp = {"query": query, "namespace": "parity", "size": 500, "now": epoch_ms(NOW), **template_overrides(params)}
+        tp = {"query": query, "namespace": "parity", "size": 500, "now": epoch_ms(NOW), **template_overrides(params),
+              "rescore_window": 500}  # fuse all 500 asked for (the default fuses the relevance top 100)
         body = {"id": store.names.script("recall"), "params": tp}
         fused = store.engine.request("POST", f"/{store.alias}/_search/template", body, {"routing": "parity"})
         rel = store.engine.request("POST", f"/{store.alias}/_search/template",
@@ -73,7 +74,7 @@ def test_per_kind_half_lives_and_no_default_decay_match_the_reference(parity_sto
     params = params_from_strings(RecallParams(mode="multiply", mmr=False),
                                  {"half_life": "none", "hl.note": "3d", "hl.fact": "400d"})
     tp = {"query": "redis 缓存 deploy", "namespace": "parity", "size": 500, "now": "2026-10-08T12:00:00Z",
-          **template_overrides(params)}
+          **template_overrides(params), "rescore_window": 500}
     body = {"id": parity_store.names.script("recall"), "params": tp}
     fused = parity_store.engine.request("POST", f"/{parity_store.alias}/_search/template", body)
     rel = parity_store.engine.request("POST", f"/{parity_store.alias}/_search/template",
@@ -82,6 +83,32 @@ def test_per_kind_half_lives_and_no_default_decay_match_the_reference(parity_sto
     assert len(fused["hits"]["hits"]) > 20
     for h in fused["hits"]["hits"]:
         assert h["_score"] == pytest.approx(reference_score(rels[h["_id"]], h["_source"], params, NOW), rel=1e-4)
+
+
+@pytest.mark.parametrize("window", [5, 30, 0])
+def test_the_fusion_reranks_the_relevance_top_window_as_the_reference_does(parity_store: MemoryStore,
+                                                                             window: int) -> None:
+    """#18: the template fuses the relevance top-`rescore_window` (a rescore, so the query phase can
+    prune); the reference: take the rel top-window, fuse each in Python, sort. 0 = every match."""
+    store = parity_store
+    params = params_from_strings(RecallParams(mode="blend", mmr=False, rescore_window=window), {"half_life": "20d"})
+    for query in ("redis 缓存 deploy", "python rust backup", "retry 429 jitter weekend"):
+        tp = {"query": query, "namespace": "parity", "size": 10, "now": epoch_ms(NOW), **template_overrides(params)}
+        body = {"id": store.names.script("recall"), "params": tp}
+        if window:
+            assert tp["rescore_window"] == window
+        else:
+            assert tp["exhaustive"] is True
+        fused = store.engine.request("POST", f"/{store.alias}/_search/template", body, {"routing": "parity"})
+        rel = store.engine.request("POST", f"/{store.alias}/_search/template",
+                                   {**body, "params": {**tp, "size": 500, "rel_only": True}}, {"routing": "parity"})
+        ranked = rel["hits"]["hits"][:window] if window else rel["hits"]["hits"]
+        assert len(rel["hits"]["hits"]) > 30  # more matches than the windows tested
+        want = sorted(((reference_score(h["_score"], h["_source"], params, NOW), h["_id"]) for h in ranked),
+                      reverse=True)[:min(10, len(ranked))]
+        got = [(h["_score"], h["_id"]) for h in fused["hits"]["hits"][:len(want)]]
+        assert [s for s, _ in got] == pytest.approx([s for s, _ in want], rel=1e-4)
+        assert {i for _, i in got} == {i for _, i in want} or len({round(s, 5) for s, _ in want}) < len(want)
 
 
 def test_duration_parsing_and_bad_values() -> None:

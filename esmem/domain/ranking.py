@@ -41,7 +41,7 @@ MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
            "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
            "resolve_overlap", "resolve_factor", "resolve_ratio",
-           "min_importance", "window", "mmr_lambda", "recent_n", "rho")
+           "min_importance", "window", "rescore_window", "mmr_lambda", "recent_n", "rho")
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,7 @@ class RecallParams:
     neighbour_next: float = 0.8    # ... and its next turn (the reply)
     min_importance: float = 1.0
     window: int = 20
+    rescore_window: int = 100      # fuse the relevance top-N only, so the engine can prune (#18); 0: every match
     mmr: bool = True
     mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (README "Beyond plain BM25")
     mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/mmr.py)
@@ -102,6 +103,7 @@ class RecallParams:
                 raise ConfigError(f"{name} must be a finite number, got {v!r}")
         checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", 0 < self.k <= 1e6),
                   ("c", 0 <= self.c <= 100), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
+                  ("rescore_window", 0 <= self.rescore_window <= 10000),
                   ("recent_n", 0 <= self.recent_n <= 100), ("pinned", 0 <= self.pinned <= 100),
                   ("pinned_min_share", 0 <= self.pinned_min_share <= 1),
                   ("resolve_overlap", 0 <= self.resolve_overlap <= 1), ("resolve_factor", 0 <= self.resolve_factor <= 1),
@@ -175,7 +177,7 @@ def params_from_strings(base: RecallParams, pairs: Mapping[str, str]) -> RecallP
 # whose default `esmem install` renders from the policy. Client-side knobs (MMR, recent-N, reheat)
 # are not template parameters; install keeps their defaults in a comment of the template.
 TEMPLATE_KNOBS = ("mode", *KNOBS, "must_not_miss", "importance_floor", "must_not_miss_boost", "entity_boost",
-                  "min_importance", "include_superseded", "neighbour_boost")
+                  "min_importance", "include_superseded", "neighbour_boost", "rescore_window")
 CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
                 "pinned_min_share", "resolve", "resolve_overlap", "resolve_factor",
                 "resolve_ratio", "mmr_similarity")
@@ -194,6 +196,9 @@ def template_overrides(params: RecallParams) -> dict[str, Any]:
         out[f"half_life_{kind}"] = duration_param(params.half_life_of(kind))
     if params.kinds:
         out["kinds"] = sorted(params.kinds)
+    if not params.rescore_window:  # fuse every match (a template installed with rescore_window 0 always does)
+        del out["rescore_window"]
+        out["exhaustive"] = True
     return out
 
 

@@ -85,6 +85,8 @@ class Recaller:
                               **(ranking.template_overrides(explicit) if explicit else {})}
         if as_of_t is not None:
             tp["as_of"] = iso(as_of_t)
+        if 0 < p.rescore_window < size:  # the fusion must reach every result asked for
+            tp["rescore_window"] = size
         searches = [Search("recall", tp, routing=namespace)]
         if p.recent_n:  # k more: de-dup may drop k
             searches.append(Search("recent", {"namespace": namespace, "size": p.recent_n + k,

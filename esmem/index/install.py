@@ -362,7 +362,8 @@ def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
 
 
 def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPolicy:
-    fs = out["query"]["function_score"]
+    rescore = out.get("rescore")  # the fusion as a rescore of the relevance top-N (#18), or of every match
+    fs = rescore["query"]["rescore_query"]["function_score"] if rescore else out["query"]["function_score"]
     flt, should = fs["query"]["bool"]["filter"], fs["query"]["bool"]["should"]
     kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
     lexical, mnm = should[0]["bool"]["should"], should[1]["function_score"]  # lexical: boosted by bm25_boost
@@ -386,7 +387,7 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPol
         entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
         neighbour_boost=float(lexical[2]["match"]["neighbours"]["boost"]),
         min_importance=float(flt[3]["range"]["importance"]["gte"]),
-        window=int(out["size"]), kinds=kinds or None,
+        window=int(out["size"]), kinds=kinds or None, rescore_window=int(rescore["window_size"]) if rescore else 0,
         include_superseded=flt[1]["bool"]["should"][1]["term"]["namespace"] == "n",
         **{k: client[k] for k in CLIENT_KNOBS if k in client})
     return InstalledPolicy(params, tuple(client.get("evergreen_kinds", ())))
