@@ -334,8 +334,10 @@ class Paths:
         self.catalog = self.store.catalog
 
     def bm25(self, q: Probe) -> Timings:
-        resp = self.catalog.search(Search("bm25", {"namespace": q.namespace, "query": q.text, "size": self.k},
-                                          routing=q.namespace))
+        # as many documents as (b) and (c) fetch (the candidate window): the ratio compares ranking, not
+        # result size (before #18 the floor fetched k, so (b)'s ratio also paid for 15 more documents)
+        resp = self.catalog.search(Search("bm25", {"namespace": q.namespace, "query": q.text,
+                                                   "size": max(self.k, self.params.window)}, routing=q.namespace))
         return {"took": float(resp["took"])}
 
     def template(self, q: Probe) -> Timings:
@@ -443,17 +445,20 @@ def targets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
     `met` is None where a target does not apply."""
     mixed = run["latency"][0]["paths"]
     near = min(run["latency"][1:] or run["latency"], key=lambda s: abs(s["namespace_size"] - 10_000))
+    largest = max(run["latency"], key=lambda s: s["namespace_size"])
     ing = {row["policy"]: row["per_second"] for row in run["ingest"]}
     rows = [
-        ("(b) p50 <= 1.5x (a) p50", "mixed", mixed["b"]["ratio_p50"], mixed["b"]["ratio_p50"] <= 1.5),
-        ("(c) p50 - (b) p50 <= 5 ms", "mixed", mixed["c"]["p50"] - mixed["b"]["p50"],
-         mixed["c"]["p50"] - mixed["b"]["p50"] <= 5),
+        ("(b) p50 <= 1.2x (a) p50", "mixed", mixed["b"]["ratio_p50"], mixed["b"]["ratio_p50"] <= 1.2),
+        ("(b) p50 <= 1.5x (a) p50", f"largest ({largest['namespace_size']})", largest["paths"]["b"]["ratio_p50"],
+         largest["paths"]["b"]["ratio_p50"] <= 1.5),
+        ("(c) p50 - (b) p50 <= 2 ms", "mixed", mixed["c"]["p50"] - mixed["b"]["p50"],
+         mixed["c"]["p50"] - mixed["b"]["p50"] <= 2),
         ("(d) p50 >= 20x (c) p50", f"namespace of {near['namespace_size']}",
          near["paths"]["d"]["p50"] / near["paths"]["c"]["p50"],
          # the target is about 10k-memory namespaces; a small corpus has none, so it is not judged
          near["paths"]["d"]["p50"] >= 20 * near["paths"]["c"]["p50"] if near["namespace_size"] >= 5000 else None),
-        ("ingest without merge >= 2000/s", "", ing["no merge"], ing["no merge"] >= 2000),
-        ("ingest with merge >= 500/s", "", ing["merge"], ing["merge"] >= 500),
+        ("ingest without merge >= 10000/s", "", ing["no merge"], ing["no merge"] >= 10_000),
+        ("ingest with merge >= 1500/s", "", ing["merge"], ing["merge"] >= 1500),
     ]
     return [{"target": t, "scope": s, "value": v, "met": m} for t, s, v, m in rows]
 
