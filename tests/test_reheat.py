@@ -14,6 +14,7 @@ import pytest
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
+from esmem.errors import EsmemWarning
 from esmem.index.catalog import ScriptOp
 from esmem.index.engine import Engine
 from esmem.values import parse_time
@@ -95,3 +96,23 @@ def test_a_process_that_exits_writes_what_it_queued(engine: Engine, installed: s
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[0] == m.id
     assert store.get("rh4", m.id).access_count == 1
+
+
+def test_a_write_back_that_raises_is_counted_and_the_writer_goes_on(engine: Engine, installed: str) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    m = store.remember("the on-call phone is in the second drawer", "rh5", kind="fact")
+    inner, calls = store.catalog.run_scripts, []
+
+    def fails_once(ops: Sequence[ScriptOp]) -> list[dict[str, Any]]:  # a fault in front of the real engine
+        calls.append(len(ops))
+        if len(calls) == 1:
+            raise RuntimeError("connection reset by a secret-bearing proxy http://user:hunter2@proxy")
+        return inner(ops)
+
+    store.recaller.reheater.run = fails_once
+    store.recall("on-call phone", "rh5", 1, now=NOW)
+    with pytest.warns(EsmemWarning, match=r"reheat write-back skipped: 1 of 1 accesses not counted: RuntimeError$"):
+        store.flush(30)
+    assert store.recaller.reheater.failed == 1 and store.get("rh5", m.id).access_count == 0
+    store.recall("on-call phone", "rh5", 1, now=NOW)  # the writer thread survived: the next access is written
+    assert store.get("rh5", m.id).access_count == 1 and store.recaller.reheater.written == 1

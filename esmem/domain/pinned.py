@@ -49,6 +49,9 @@ _SPECIFIC: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"blood[- ]thinner|warfarin|anticoagul|insulin|抗凝|华法林|胰岛素", re.I), f"{_MEDICAL} {_DRINK}"),
 )
 
+# One case-sensitive pass over the lowercased content for most memories (the patterns are lowercase).
+_ANY_SPECIFIC = re.compile("|".join(f"(?:{p.pattern})" for p, _ in _SPECIFIC))
+
 # Importance rule (esmem/importance.py) -> the situations a memory it fired on applies to.
 TRIGGERS: Mapping[str, str] = {
     "health:allergy": f"{_FOOD} {_MEDICAL}",
@@ -78,7 +81,8 @@ def derive_applies_to(doc: dict[str, Any]) -> None:
     the field, so an unpinned memory that carries it is not affected."""
     if doc.get("applies_to") is not None:
         return
-    found = next((t for pattern, t in _SPECIFIC if pattern.search(doc["content"])),
+    specific = _ANY_SPECIFIC.search(doc["content"].lower()) is not None
+    found = next((t for pattern, t in _SPECIFIC if specific and pattern.search(doc["content"])),
                  TRIGGERS.get(doc.get("importance_rule") or ""))
     if found:
         doc["applies_to"] = found

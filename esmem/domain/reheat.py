@@ -83,8 +83,8 @@ class Reheater:
     def _write(self, batch: list[ScriptOp]) -> None:
         try:
             errors = [str(o["error"]) for o in self.run(batch) if o.get("error")]
-        except EsmemError as e:
-            errors = [str(e)] * len(batch)
+        except Exception as e:  # noqa: BLE001 - the writer thread's boundary: whatever fails is counted, never fatal
+            errors = [str(e) if isinstance(e, EsmemError) else type(e).__name__] * len(batch)  # redacted: no message
         with self._cond:
             self.written += len(batch) - len(errors)
             self.failed += len(errors)
