@@ -187,3 +187,16 @@ def test_cli_repeat_reports_every_pass(engine: Engine, installed: str) -> None:
     table = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
                    "--merge-sample", "20", "--repeat", "2")
     assert table.exit_code == 0 and "median of 2 interleaved passes" in table.stdout
+
+
+def test_cli_skip_naive_leaves_out_path_d_and_its_target(engine: Engine, installed: str) -> None:
+    res = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
+                 "--merge-sample", "20", "--skip-naive", "--json")
+    assert res.exit_code == 0, res.output
+    (run,) = json.loads(res.stdout)["runs"]
+    assert all(sorted(scope["paths"]) == ["a", "b", "c"] for scope in run["latency"])
+    naive = [t for t in run["targets"] if t["target"].startswith("(d)")]
+    assert [(t["value"], t["met"]) for t in naive] == [(None, None)]
+    table = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
+                   "--merge-sample", "20", "--skip-naive")
+    assert table.exit_code == 0 and "naive fetch-all" not in table.stdout

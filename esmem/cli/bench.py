@@ -79,7 +79,8 @@ def targets_table(report: Mapping[str, Any]) -> Table:
     for r in report["runs"]:
         for t in r["targets"]:
             met = "n/a" if t["met"] is None else "yes" if t["met"] else "NO"
-            table.add_row(str(r["size"]), t["target"], t["scope"], f"{t['value']:.2f}", met)
+            value = "-" if t["value"] is None else f"{t['value']:.2f}"
+            table.add_row(str(r["size"]), t["target"], t["scope"], value, met)
     return table
 
 
@@ -98,11 +99,13 @@ def targets_table(report: Mapping[str, Any]) -> Table:
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also save a latency/throughput chart (PNG; needs matplotlib).")
+@click.option("--skip-naive", is_flag=True, help="Leave out path (d): at 1M memories it needs seconds per query.")
 @click.option("--embedder", default=None, help="minilm: instead, the hybrid path vs the BM25 floor on the "
               "first size (embedding time apart, ingest with vectors, bytes per memory).")
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
-           merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None, embedder: str | None) -> None:
+           merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None, skip_naive: bool,
+           embedder: str | None) -> None:
     """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
     fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
     if namespaces > min(sizes):
@@ -115,11 +118,11 @@ def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, 
         plots.require()  # before the run, not after it
     try:
         report = run(_engine(ctx), ctx.obj["prefix"], sizes, namespaces=namespaces, queries=queries, k=k, seed=seed,
-                     merge_sample=merge_sample, repeat=repeat)
+                     merge_sample=merge_sample, repeat=repeat, naive=not skip_naive)
     except EsmemError as e:
         fail(str(e))
     if plot_to is not None:
-        plots.bench(report, PATHS, plot_to)
+        plots.bench(report, {k: v for k, v in PATHS.items() if k != "d" or not skip_naive}, plot_to)
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
         return
