@@ -275,3 +275,31 @@ def test_cli_remember_dry_run_history_and_restore(engine, installed) -> None:
     assert MemoryStore(engine, installed).get("cli", new_id).status == "retired"
     missing = runner.invoke(cli, [*base, "history", "nope", "-n", "cli"])
     assert missing.exit_code == 2 and missing.output.startswith("error: no memory 'nope'")
+
+
+def test_settle_looks_only_at_what_was_written_after_the_decision_saw_the_index(clocked: MemoryStore) -> None:
+    """#18: the settle step's look-ups carry the global checkpoint read before the batch's look-ups, so
+    the engine scores only memories written since (this batch's and a concurrent writer's)."""
+    store = clocked
+    older = store.remember_many([MemoryInput(f"the {w} service deploys on Fridays", "settle", kind="fact")
+                                 for w in ("billing", "search", "auth")])
+    searches: list[list] = []
+    real = store.catalog.msearch
+
+    def recorded(batch, what):  # records what is sent; the real engine answers
+        searches.append(list(batch))
+        return real(batch, what)
+
+    store.catalog.msearch = recorded
+    new = store.remember_many([MemoryInput("the payments service deploys on Mondays", "settle", kind="fact"),
+                               MemoryInput("the checkout service runs canaries first", "settle", kind="fact")])
+    settle = searches[-1]
+    assert [s.template for s in settle] == ["lookup", "lookup"] and all("after_seq_no" not in s.params
+                                                                         for s in searches[0])
+    seen = {s.params["after_seq_no"] for s in settle}
+    assert len(seen) == 1
+    seq = {h["_id"]: h["_seq_no"] for h in store.engine.request(
+        "POST", f"/{store.alias}/_search", {"seq_no_primary_term": True, "query": {"term": {"namespace": "settle"}}},
+        {"routing": "settle"})["hits"]["hits"]}
+    (after,) = seen
+    assert all(seq[r.id] <= after for r in older) and all(seq[r.id] > after for r in new)

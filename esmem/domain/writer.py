@@ -63,9 +63,12 @@ class Writer:
             self.semantic.fill([d for _, d in docs])
         return docs
 
-    def _lookup_search(self, doc: Mapping[str, Any]) -> Search:
-        return Search("lookup", {"namespace": doc["namespace"], "query": truncate_query(doc["content"], MAX_QUERY_TERMS),
-                                 "size": self.merge.candidates, "kinds": [doc["kind"]]}, routing=doc["namespace"])
+    def _lookup_search(self, doc: Mapping[str, Any], after_seq_no: int | None = None) -> Search:
+        params = {"namespace": doc["namespace"], "query": truncate_query(doc["content"], MAX_QUERY_TERMS),
+                  "size": self.merge.candidates, "kinds": [doc["kind"]]}
+        if after_seq_no is not None:
+            params["after_seq_no"] = after_seq_no
+        return Search("lookup", params, routing=doc["namespace"])
 
     def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
         """The merge candidates of a document: same namespace and kind, ranked by the `lookup` template."""
@@ -142,6 +145,9 @@ class Writer:
             searches.append(self._superseded_by_search([i for i, _ in head]))
             if self.merge.enabled:
                 searches += [self._lookup_search(d) for _, d in head]
+        # Every write numbered up to `seen` is in the look-ups below (read before the refresh): the settle
+        # step then needs to look only at what was written after it (#18; None: look at everything).
+        seen = self.catalog.checkpoint() if self.merge.enabled and head else None
         if searches:
             self.catalog.refresh()  # the retires and restates of earlier batches are searchable
         responses = self.catalog.msearch(searches, "merge lookup") if searches else []
@@ -173,7 +179,7 @@ class Writer:
             targeted |= ids_
         if dry_run:
             return [self._result(i, d, dry_run=True) for (i, _), d in zip(batch, decisions)]
-        return self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed)
+        return self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed, seen)
 
     def _write_plain(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
         """No merge: create-if-absent under the deterministic id; a rejected batch is deleted again."""
@@ -237,9 +243,9 @@ class Writer:
         return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
 
     def _commit(self, work: list[tuple[str, dict[str, Any], Decision]],
-                resumed: Mapping[str, list[str]]) -> list[WriteResult]:
+                resumed: Mapping[str, list[str]], seen: int | None = None) -> list[WriteResult]:
         """Steps 2-5 of the write protocol for decided memories; `resumed`: targets already retired
-        for a memory by an earlier, interrupted run."""
+        for a memory by an earlier, interrupted run; `seen`: the checkpoint the decisions' look-ups saw."""
         kept: dict[str, list[str]] = {i: list(resumed.get(i, ())) for i, _, _ in work}
         mems = [(i, d, dec) for i, d, dec in work if dec.action != "duplicate"]
         dups = [(i, d, dec) for i, d, dec in work if dec.action == "duplicate"]
@@ -299,7 +305,7 @@ class Writer:
             results[doc_id] = outcome if isinstance(outcome, WriteResult) else \
                 self._commit([(doc_id, d, outcome)], {})[0]
         if self.merge.enabled:
-            self._settle([(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"])
+            self._settle([(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"], seen)
         return [results[i] for i, _, _ in work]
 
     def _scripted(self, ops: Sequence[ScriptOp]) -> list[bool]:
@@ -384,13 +390,16 @@ class Writer:
                        and l not in (links[w] if isinstance(links[w], list) else [links[w]])]
         self._scripted([ScriptOp(ns, w, "link", {"loser": l}) for ns, w, l in missing])
 
-    def _settle(self, written: list[tuple[str, dict[str, Any]]]) -> None:
+    def _settle(self, written: list[tuple[str, dict[str, Any]]], seen: int | None = None) -> None:
         """Concurrent writers can each add the same topic before seeing the other's write. Look
         again now that the writes are searchable: of two active same-topic memories the newer by
-        (valid_from, recorded_at, id) supersedes the other, the same choice every writer makes."""
+        (valid_from, recorded_at, id) supersedes the other, the same choice every writer makes.
+        A twin the decision did not see was written after `seen` (the global checkpoint read before
+        the decision's look-up), so only memories written since are looked at: a small set, where
+        the first look-up scored the whole namespace."""
         if not written:
             return
-        responses = self.catalog.msearch([self._lookup_search(d) for _, d in written], "merge lookup")
+        responses = self.catalog.msearch([self._lookup_search(d, seen) for _, d in written], "merge lookup")
         for (doc_id, d), r in zip(written, responses):
             twins = decide(d["content"], d["kind"], candidates(r, exclude=doc_id), self.merge).targets
             for twin in twins:

@@ -172,6 +172,19 @@ class Catalog:
     def refresh(self) -> None:
         self.engine.request("POST", f"/{self.alias}/_refresh")
 
+    def checkpoint(self) -> int | None:
+        """The lowest global checkpoint over the copies of the memories index: every write numbered at or
+        below it is on every in-sync copy, so the next refresh shows it to every search. None when the
+        cluster does not say (e.g. a role without the monitor privilege): callers then assume nothing."""
+        try:
+            resp = self.engine.request("GET", f"/{self.alias}/_stats/docs", params={
+                "level": "shards", "filter_path": "indices.*.shards.*.seq_no.global_checkpoint"})
+            points = [copy["seq_no"]["global_checkpoint"] for index in resp["indices"].values()
+                      for copies in index["shards"].values() for copy in copies]
+        except (EngineError, KeyError, TypeError):
+            return None
+        return min(points) if points else None
+
     # -- index statistics (benchmarks) ---------------------------------------------------------
     def store_stats(self, *, force_merge: bool = False) -> dict[str, Any]:
         """The primaries' `docs` and `store` sections, after a refresh (and a merge to one segment)."""
