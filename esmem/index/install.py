@@ -354,19 +354,41 @@ def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
         raise NotInstalled(f"no search template {name} at {engine.url}: run `esmem install`")
     found = _CLIENT.search(source)
     client = json.loads(found.group(1)) if found else {}
-    body = engine.request("POST", "/_render/template", {"id": name, "params": {"namespace": "n", "query": "q"}})
+    def rendered(**params: Any) -> dict[str, Any]:
+        return engine.request("POST", "/_render/template", {"id": name, "params": {"namespace": "n", "query": "q",
+                                                                                   **params}})["template_output"]
+
     try:
-        return _parse_rendered(body["template_output"], client)
+        out = rendered()
+        # must-not-miss off by default: its clause (floor, boost) is rendered only for a call that turns it on
+        return _parse_rendered(out, client, None if _mnm(out) else rendered(must_not_miss=True))
     except (KeyError, IndexError, TypeError, ValueError) as e:
         raise NotInstalled(f"search template {name} is not one esmem renders (edited by hand?): {e!r}") from None
 
 
-def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPolicy:
+def _fused(out: dict[str, Any]) -> dict[str, Any]:
     rescore = out.get("rescore")  # the fusion as a rescore of the relevance top-N (#18), or of every match
-    fs = rescore["query"]["rescore_query"]["function_score"] if rescore else out["query"]["function_score"]
+    return rescore["query"]["rescore_query"]["function_score"] if rescore else out["query"]["function_score"]
+
+
+def _mnm(out: dict[str, Any]) -> dict[str, Any] | None:
+    """The must-not-miss clause of a rendered recall, if rendered."""
+    should = _fused(out)["query"]["bool"]["should"]
+    return should[1]["function_score"] if len(should) > 1 else None
+
+
+def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
+                    with_mnm: dict[str, Any] | None = None) -> InstalledPolicy:
+    """The policy a rendered recall holds; `with_mnm`: the same rendered with must_not_miss on, when
+    the default (off) leaves the clause out."""
+    rescore = out.get("rescore")
+    fs = _fused(out)
     flt, should = fs["query"]["bool"]["filter"], fs["query"]["bool"]["should"]
     kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
-    lexical, mnm = should[0]["bool"]["should"], should[1]["function_score"]  # lexical: boosted by bm25_boost
+    lexical = should[0]["bool"]["should"]  # boosted by bm25_boost
+    mnm = _mnm(out) or (_mnm(with_mnm) if with_mnm else None)
+    if mnm is None:
+        raise ValueError("no must-not-miss clause")
     mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
     functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
     script = functions[0]
@@ -381,7 +403,7 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any]) -> InstalledPol
     params = RecallParams(
         mode=script["mode"], half_life=None, kind_half_lives=hl,
         **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma")},
-        must_not_miss=mnm_bool["filter"][0]["term"]["namespace"] == "n",
+        must_not_miss=_mnm(out) is not None and mnm_bool["filter"][0]["term"]["namespace"] == "n",
         importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
         must_not_miss_boost=float(mnm["functions"][0]["field_value_factor"]["factor"]),
         entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
