@@ -103,7 +103,6 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
         return Decision("duplicate", (best,), scores)
     if kind in policy.never_supersede:
         return Decision("add", (), scores)
-
     hits = tuple(c for c in same_kind if verdicts.get(c.id, False)) if verdicts is not None else \
         tuple(c for c in same_kind if c.bm25 >= policy.min_bm25 and scores[c.id]["overlap"] >= policy.min_overlap)
     newer = [c for c in hits if valid_from is not None and c.source.get("valid_from", "") > valid_from]
