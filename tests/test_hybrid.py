@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from esmem.cli.main import cli
 from esmem.domain import ranking
-from esmem.domain.hybrid import LEXICAL, Fusion, fuse, minmax, reembed, spec
+from esmem.domain.hybrid import LEXICAL, Fusion, fuse, fusion_from_strings, minmax, reembed, spec
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
@@ -110,7 +110,7 @@ def test_one_round_trip_and_fusion_matches_the_reference(engine, semantic, prefi
     eng = Engine(engine.config, recorder=lambda m, p, b, q: calls.append((m, p, b)))
     store = MemoryStore(eng, prefix, embedder=minilm(), clock=lambda: NOW)
     params = RecallParams(mmr=False, pinned=0, resolve=False)  # the two legs alone (no #15 client stages)
-    fusion = Fusion(weight=0.4)
+    fusion = Fusion(weight=0.4, keep_top=False)  # the formula alone (keep_top: test_rrf_and_fusion_edge_cases)
     res = store.recall("cat kitten pet", "u", 5, params=params, touch=False, fusion=fusion)
     searches = [c for c in calls if c[1].endswith("/_msearch/template")]
     assert len(searches) == 1
@@ -144,13 +144,20 @@ def test_semantic_leg_finds_what_words_miss(semantic) -> None:
 def test_rrf_and_fusion_edge_cases() -> None:
     a = [{"_id": "x", "_score": 2.0, "_source": {}}, {"_id": "y", "_score": 1.0, "_source": {}}]
     b = [{"_id": "y", "_score": 0.9, "_source": {}}, {"_id": "z", "_score": 0.1, "_source": {}}]
-    rrf = fuse(a, b, Fusion(method="rrf", rrf_k=60))
+    rrf = fuse(a, b, Fusion(method="rrf", rrf_k=60, keep_top=False))
     assert [h["_id"] for h in rrf] == ["y", "x", "z"]
     assert rrf[0]["_score"] == pytest.approx(1 / 62 + 1 / 61)
-    convex = fuse(a, b, Fusion(weight=0.5))
+    convex = fuse(a, b, Fusion(weight=0.5, keep_top=False))
     assert {h["_id"]: h["_score"] for h in convex} == pytest.approx({"x": 0.5, "y": 0.5, "z": 0.0})
+    # keep_top (the default): the BM25 leg's first hit stays first, at the best fused score; the rest keep their order
+    kept = fuse(a, b, Fusion(method="rrf", rrf_k=60))
+    assert [h["_id"] for h in kept] == ["x", "y", "z"] and kept[0]["_score"] == pytest.approx(1 / 62 + 1 / 61)
+    c = [{"_id": "z", "_score": 5.0, "_source": {}}, {"_id": "x", "_score": 0.1, "_source": {}}]
+    assert [h["_id"] for h in fuse(a, c, Fusion(weight=0.9))] == ["x", "z", "y"]  # z leads the fused list, x the BM25 leg
+    assert [h["_id"] for h in fuse([], c, Fusion(weight=0.9))] == ["z", "x"]  # no BM25 leg: nothing to keep
+    assert fusion_from_strings(Fusion(), {"keep_top": "false"}) == Fusion(keep_top=False)
     assert minmax([3.0]) == [1.0] and minmax([]) == []
-    for bad in ({"weight": 1.5}, {"method": "max"}, {"rrf_k": 0}):
+    for bad in ({"weight": 1.5}, {"method": "max"}, {"rrf_k": 0}, {"keep_top": "yes"}):
         with pytest.raises(ConfigError):
             Fusion(**bad)
 

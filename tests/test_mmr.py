@@ -42,7 +42,7 @@ def test_cosine() -> None:
     assert cosine([0, 0], [1, 1]) == 0.0
 
 
-def test_recall_uses_cosine_when_memories_carry_vectors(engine, installed) -> None:
+def test_recall_uses_cosine_when_asked_and_memories_carry_vectors(engine, installed) -> None:
     now = parse_time("2026-10-08T12:00:00Z")
     store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: now)
     store.remember_many([
@@ -53,7 +53,11 @@ def test_recall_uses_cosine_when_memories_carry_vectors(engine, installed) -> No
     plain = store.recall("espresso machine beans", "vec", 2, params=RecallParams(mmr=False), now=now, touch=False)
     assert {r.memory.content for r in plain.items} == {"espresso machine descaling every month",
                                                       "espresso beans from the corner roaster"}
-    diverse = store.recall("espresso machine beans", "vec", 2, params=RecallParams(mmr_lambda=0.5), now=now,
-                           touch=False)
+    diverse = store.recall("espresso machine beans", "vec", 2, params=RecallParams(mmr_lambda=0.5, mmr_similarity="cosine"),
+                           now=now, touch=False)
     # the two look-alikes have identical vectors: cosine 1, so the second one gives way
     assert diverse.items[1].memory.content == "espresso tastes sour when the grind is coarse"
+    # the default (words, chosen on LoCoMo for hybrid too, README "Semantic relevance"): the look-alikes share
+    # only the word "espresso", so the vectors are not read and both stay
+    words = store.recall("espresso machine beans", "vec", 2, params=RecallParams(mmr_lambda=0.5), now=now, touch=False)
+    assert {r.memory.content for r in words.items} == {r.memory.content for r in plain.items}

@@ -239,7 +239,7 @@ def plan_runs(sets: Mapping[str, str], k: int, *, sweep: str | None = None, base
         return runs
     lexical = replace(base, fusion=None)
     if locomo and not baseline:
-        return [("esmem", lexical)] + ([("esmem hybrid", base), ("kNN leg alone", replace(base, fusion=Fusion(weight=1.0)))]
+        return [("esmem", lexical)] + ([("esmem hybrid", base), ("kNN leg alone", replace(base, fusion=Fusion(weight=1.0, keep_top=False)))]
                                        if semantic else []) + [("bm25 baseline", RunConfig(base.params, base.merge, k, "bm25"))]
     return [(baseline or "esmem", lexical)] + ([("esmem hybrid", base)] if semantic and not baseline else [])
 

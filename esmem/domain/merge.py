@@ -87,9 +87,11 @@ def jaccard(a: str, b: str) -> float:
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
-           valid_from: str | None = None) -> Decision:
+           valid_from: str | None = None, verdicts: Mapping[str, bool] | None = None) -> Decision:
     """Pure decision over the lookup's candidates (already same namespace, active, same kind).
-    `valid_from` (ISO, as stored) lets a late-arriving older statement become history."""
+    `valid_from` (ISO, as stored) lets a late-arriving older statement become history. `verdicts`
+    (candidate id -> is an update; a merge judge's answers, esmem/domain/merge_judge.py) replace
+    the lexical supersede rule when given."""
     if not policy.enabled:
         return Decision("add")
     scores = {c.id: {"bm25": c.bm25, "overlap": overlap(content, c.source["content"]),
@@ -101,11 +103,22 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
         return Decision("duplicate", (best,), scores)
     if kind in policy.never_supersede:
         return Decision("add", (), scores)
-    hits = tuple(c for c in same_kind
-                 if c.bm25 >= policy.min_bm25 and scores[c.id]["overlap"] >= policy.min_overlap)
+    hits = tuple(c for c in same_kind if verdicts.get(c.id, False)) if verdicts is not None else \
+        tuple(c for c in same_kind if c.bm25 >= policy.min_bm25 and scores[c.id]["overlap"] >= policy.min_overlap)
     newer = [c for c in hits if valid_from is not None and c.source.get("valid_from", "") > valid_from]
     if newer:
         return Decision("outdated", (max(newer, key=lambda c: c.source["valid_from"]),), scores)
     if hits:
         return Decision("supersede", hits, scores)
     return Decision("add", (), scores)
+
+
+def judgeable(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy) -> list[Candidate]:
+    """The candidates a merge judge is asked about: same kind, when the memory can supersede at all
+    and restates none of them (a restatement is a duplicate without asking)."""
+    if not policy.enabled or kind in policy.never_supersede:
+        return []
+    same_kind = [c for c in candidates if c.source.get("kind") == kind]
+    if any(jaccard(content, c.source["content"]) >= policy.dup_overlap for c in same_kind):
+        return []
+    return same_kind

@@ -13,14 +13,15 @@ from typing import Callable, Sequence
 
 from esmem.domain.analysis import token_sets
 
-SIMILARITIES = ("words", "tokens")
+SIMILARITIES = ("words", "tokens", "cosine")  # cosine: over stored vectors (hybrid only)
 
 
 def similarity_set(text: str, similarity: str = "words") -> frozenset[str]:
     """What Jaccard compares. "words": stemmed words and CJK bigrams (the search analyzer's tokens):
     two Chinese notes on different topics share many single characters (的, 了, 是...) but few
-    bigrams. "tokens": the index tokens, CJK unigrams included (the measure before issue 15)."""
-    return token_sets(text)[1 if similarity == "words" else 0]  # cached: once per memory and process (#18)
+    bigrams. "tokens": the index tokens, CJK unigrams included (the measure before issue 15). "cosine"
+    compares stored vectors; a candidate without one falls back to words."""
+    return token_sets(text)[0 if similarity == "tokens" else 1]  # cached: once per memory and process (#18)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

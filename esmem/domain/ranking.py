@@ -75,15 +75,15 @@ class RecallParams:
     rescore_window: int = 100      # fuse the relevance top-N only, so the engine can prune (#18); 0: every match
     mmr: bool = True
     mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (README "Beyond plain BM25")
-    mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/mmr.py)
+    mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/mmr.py); cosine: stored vectors
     recent_n: int = 0
     rho: float = 0.5               # reheat: fraction of the gap to `now` an access removes
     kinds: tuple[str, ...] | None = None
     include_superseded: bool = False
 
     def __post_init__(self) -> None:
-        if self.mmr_similarity not in ("words", "tokens"):
-            raise ConfigError(f"mmr_similarity must be words or tokens, got {self.mmr_similarity!r}")
+        if self.mmr_similarity not in ("words", "tokens", "cosine"):
+            raise ConfigError(f"mmr_similarity must be words, tokens or cosine, got {self.mmr_similarity!r}")
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
         for name, d in [("half_life", self.half_life), *self.kind_half_lives.items()]:

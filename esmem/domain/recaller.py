@@ -98,7 +98,7 @@ class Recaller:
             searches.append(Search("recall", {**tp, "rel_only": True}, routing=namespace, explain=True))
         fuse = (fusion or self.semantic.fusion) if self.semantic else None
         if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
-            searches.append(self.semantic.search(tp, query, routing=namespace))  # type: ignore[union-attr]
+            searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))  # type: ignore[union-attr]
         responses = self.catalog.msearch(searches, "recall")
         knn = responses.pop()["hits"]["hits"] if fuse and not fuse.lexical_only else None
         hits = responses[0]["hits"]["hits"]
@@ -158,7 +158,7 @@ class Recaller:
         penalties = [0.0] * len(hits)
         if p.mmr and len(hits) > 1:
             srcs = [h["_source"] for h in hits]
-            if all(s.get("embedding") for s in srcs):
+            if p.mmr_similarity == "cosine" and all(s.get("embedding") for s in srcs):  # else Jaccard (#16)
                 sim = lambda i, j: cosine(srcs[i]["embedding"], srcs[j]["embedding"])  # noqa: E731
             else:
                 sets = [similarity_set(s["content"], p.mmr_similarity) for s in srcs]

@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.importance import Scorer, rule_scorer
+from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import Recaller
@@ -30,7 +31,8 @@ class MemoryStore:
                  merge: MergePolicy | None = None, scorer: Scorer = rule_scorer,
                  max_content_bytes: int = 64 * 1024, max_future: timedelta = timedelta(days=1),
                  clock: Callable[[], datetime] = utcnow, embedder: Embedder | None = None,
-                 fusion: Fusion | None = None, background_reheat: bool = True):
+                 fusion: Fusion | None = None, merge_judge: MergeJudge | None = None,
+                 background_reheat: bool = True):
         self.engine = engine
         self.catalog = Catalog(engine, prefix)
         self.names = self.catalog.names
@@ -39,7 +41,7 @@ class MemoryStore:
         # optional semantic leg (esmem/domain/hybrid.py): vectors on write, kNN leg fused into recall
         self.semantic = Semantic(self.catalog, embedder, fusion) if embedder is not None else None
         self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock,
-                             self.semantic)
+                             self.semantic, merge_judge)  # merge_judge: esmem/domain/merge_judge.py
         self.recaller = Recaller(self.catalog, params, clock, self.semantic, background_reheat)
 
     def __enter__(self) -> "MemoryStore":

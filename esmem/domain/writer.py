@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
@@ -16,6 +17,7 @@ from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
 from esmem.domain.pinned import derive_applies_to
 from esmem.domain.merge import Candidate, Decision, MergePolicy, decide, overlap
+from esmem.domain.merge_judge import MergeJudge, verdicts
 from esmem.domain.merge import jaccard as text_jaccard
 from esmem.domain.types import Memory, MemoryInput, WriteResult
 from esmem.domain.validate import Limits, document
@@ -36,9 +38,11 @@ class Writer:
     """Writes memories of any namespace under one installed prefix."""
 
     def __init__(self, catalog: Catalog, merge: MergePolicy, scorer: Scorer, limits: Limits,
-                 clock: Callable[[], datetime], semantic: Semantic | None = None):
+                 clock: Callable[[], datetime], semantic: Semantic | None = None, judge: MergeJudge | None = None):
         self.catalog = catalog
         self.semantic = semantic  # optional (esmem/domain/hybrid.py): every memory gets a vector
+        self.judge = judge  # optional (esmem/domain/merge_judge.py): decides supersede instead of the lexical rule
+        self._known: dict[tuple[str, str], bool] = {}  # the judge's answers within one write
         self.merge = merge
         self.scorer = scorer
         self.limits = limits
@@ -70,9 +74,43 @@ class Writer:
             params["after_seq_no"] = after_seq_no
         return Search("lookup", params, routing=doc["namespace"])
 
+    def _lookups(self, doc: Mapping[str, Any], after_seq_no: int | None = None) -> list[Search]:
+        """The merge lookup of a document: BM25 (`lookup`), and with an embedder the kNN leg (`lookup_knn`)
+        that finds a paraphrased update sharing few words with what it replaces; `after_seq_no`: only
+        memories written after that sequence number (the settle step)."""
+        lexical = self._lookup_search(doc, after_seq_no)
+        if not (self.semantic and doc.get("embedding")):
+            return [lexical]
+        params = {"namespace": doc["namespace"], "vector": doc["embedding"], "size": self.merge.candidates,
+                  "kinds": [doc["kind"]]}
+        if after_seq_no is not None:
+            params["after_seq_no"] = after_seq_no
+        return [lexical, Search("lookup_knn", params, routing=doc["namespace"])]
+
+    @staticmethod
+    def _candidates(responses: Sequence[Mapping[str, Any]], exclude: str | None = None) -> list[Candidate]:
+        """The lookup legs' candidates, BM25's first; one only the kNN leg found has bm25 0, so the
+        lexical supersede rule never takes it (a judge may)."""
+        out = {c.id: c for c in candidates(responses[0], exclude)}
+        for resp in responses[1:]:
+            for c in candidates(resp, exclude):
+                out.setdefault(c.id, replace(c, bm25=0.0))
+        return list(out.values())
+
+    def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]],
+                history: bool = True) -> list[Decision]:
+        """merge.decide per (document, candidates); with a judge, its answers replace the supersede rule
+        (asked once for the batch, checked before anything is written)."""
+        judged: list[dict[str, bool] | None] = list(verdicts(
+            self.judge, [(d["content"], d["kind"], c) for d, c in items], self.merge, self._known)) \
+            if self.judge else [None] * len(items)
+        return [decide(d["content"], d["kind"], c, self.merge, d["valid_from"] if history else None, v)
+                for (d, c), v in zip(items, judged)]
+
     def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
-        """The merge candidates of a document: same namespace and kind, ranked by the `lookup` template."""
-        return candidates(self.catalog.search(self._lookup_search(doc)), exclude)
+        """The merge candidates of a document: same namespace and kind, ranked by the `lookup` template
+        (and the kNN leg's nearest with an embedder)."""
+        return self._candidates(self.catalog.msearch(self._lookups(doc), "merge lookup"), exclude)
 
     def write(self, items: Sequence[MemoryInput], *, dry_run: bool = False,
               batch_size: int = 200, progress: Callable[[int], None] | None = None) -> list[WriteResult]:
@@ -84,6 +122,7 @@ class Writer:
         Merge decisions follow input order: when an item could merge with an earlier item of the
         same batch, the batch is cut there so the earlier one is searchable first."""
         pairs = self._prepare(items)
+        self._known = {}
         explicit = [(i, d) for i, d in pairs if d.get("supersedes")]
         if explicit:  # an unknown predecessor fails before anything is written (unless already done)
             found = self._existing(explicit)
@@ -141,10 +180,12 @@ class Writer:
         # One round trip for what the batch needs to know (#18): writes absorbed as duplicates, retires
         # an interrupted run left behind, and the merge candidates of every memory up to the first replay.
         searches = [self._restated_search(fresh)] if fresh else []
+        legs: list[list[Search]] = []
         if head:
             searches.append(self._superseded_by_search([i for i, _ in head]))
             if self.merge.enabled:
-                searches += [self._lookup_search(d) for _, d in head]
+                legs = [self._lookups(d) for _, d in head]
+                searches += [s for group in legs for s in group]
         # Every write numbered up to `seen` is in the look-ups below (read before the refresh): the settle
         # step then needs to look only at what was written after it (#18; None: look at everything).
         seen = self.catalog.checkpoint() if self.merge.enabled and head else None
@@ -163,8 +204,8 @@ class Writer:
             if winner in in_batch:
                 resumed[winner].append(loser)
         if self.merge.enabled:
-            decisions = [decide(d["content"], d["kind"], candidates(r), self.merge, d["valid_from"])
-                         for (_, d), r in zip(batch, responses[2:])]
+            found_at = _groups(responses[2:], [len(g) for g in legs])
+            decisions = self._decide([(d, self._candidates(r)) for (_, d), r in zip(batch, found_at)])
         else:
             decisions = [Decision("add") for _ in batch]
         decisions = [self._explicit(d, doc_id) if d.get("supersedes") else
@@ -337,7 +378,7 @@ class Writer:
         ns = doc["namespace"]
         for _ in range(attempts):
             self.catalog.refresh()
-            dec = decide(doc["content"], doc["kind"], self.lookup(doc, exclude=doc_id), self.merge, doc["valid_from"])
+            dec = self._decide([(doc, self.lookup(doc, exclude=doc_id))])[0]
             if dec.action == "duplicate" and kept:
                 dec = Decision("supersede", dec.targets, dec.scores)  # it replaced something: keep it
             if dec.action == "duplicate":
@@ -399,9 +440,13 @@ class Writer:
         the first look-up scored the whole namespace."""
         if not written:
             return
-        responses = self.catalog.msearch([self._lookup_search(d, seen) for _, d in written], "merge lookup")
-        for (doc_id, d), r in zip(written, responses):
-            twins = decide(d["content"], d["kind"], candidates(r, exclude=doc_id), self.merge).targets
+        legs = [self._lookups(d, seen) for _, d in written]
+        found_at = _groups(self.catalog.msearch([s for group in legs for s in group], "merge lookup"),
+                           [len(g) for g in legs])
+        twins_of = self._decide([(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(written, found_at)],
+                                history=False)
+        for (doc_id, d), dec in zip(written, twins_of):
+            twins = dec.targets
             for twin in twins:
                 mine = (d["valid_from"], d["recorded_at"], doc_id)
                 theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
@@ -458,3 +503,12 @@ class Writer:
                 self.catalog.set_fields(ns, successor.id,
                                         {"supersedes": [s for s in successor.supersedes if s != old.id] or None})
         self.catalog.set_fields(ns, old.id, {"status": "active", "superseded_by": None, "invalid_at": None})
+
+
+def _groups(items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
+    """`items` cut into consecutive groups of `sizes` (the legs of each document's lookup)."""
+    out, at = [], 0
+    for n in sizes:
+        out.append(list(items[at:at + n]))
+        at += n
+    return out

@@ -145,7 +145,7 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *
 
 
 KNN_TEMPLATE = "recall_knn"
-SEMANTIC_ONLY = ("unembedded",)  # search templates only an index with vectors needs
+SEMANTIC_ONLY = ("unembedded", "lookup_knn")  # search templates only an index with vectors needs
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, str]:
