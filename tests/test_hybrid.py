@@ -193,3 +193,19 @@ def test_cli_install_embedder_explain_shows_both_legs(engine, prefix) -> None:
     assert item["content"] == PETS[0].content and set(item["legs"]) >= {"knn"}
     r = runner.invoke(cli, [*base, "install", "--embedder", "word2vec"])
     assert r.exit_code == 2 and "unknown embedder" in r.output
+
+
+def test_a_pinned_memory_reaches_the_ranking_through_the_lexical_gate_only(semantic: MemoryStore) -> None:
+    """#15 x #16: a pinned memory (importance >= floor) the kNN leg finds close to an unrelated query stays
+    in the pinned section, as it does without an embedder; with pinned=0 the kNN leg may rank it."""
+    allergy = semantic.remember("allergic to penicillin and every other antibiotic", "pin", kind="fact",
+                                importance=10)
+    semantic.remember_many([MemoryInput(t, "pin", kind="fact") for t in (
+        "the clinic on Main Street opens at eight", "the pharmacy closes at nine on weekdays",
+        "annual check-up is booked with Dr. Lee in March")])
+    query = "which medicine did the doctor prescribe"
+    res = semantic.recall(query, "pin", 3, now=NOW, touch=False)
+    assert allergy.id not in [r.memory.id for r in res.items]
+    assert allergy.id in [m.id for m in res.pinned]
+    open_ = semantic.recall(query, "pin", 4, now=NOW, touch=False, params=RecallParams(pinned=0))
+    assert allergy.id in [r.memory.id for r in open_.items]  # the kNN leg does find it: the gate is what holds it

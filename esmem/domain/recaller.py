@@ -13,7 +13,7 @@ from esmem.domain import hybrid
 from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
-from esmem.domain.pinned import gate
+from esmem.domain.pinned import gate, is_pinned
 from esmem.domain.reheat import Reheater
 from esmem.domain.resolve import resolve
 from esmem.domain.threads import expand, wanted
@@ -117,6 +117,9 @@ class Recaller:
             hits, demoted = resolved.hits, resolved.demoted_by
         hits, raised = self._neighbours(hits, namespace, p, now_t)
         if knn is not None:  # the client-side stages above work on the lexical leg; then the kNN leg joins
+            if p.pinned:  # a pinned memory earns a ranked slot through the lexical gate only (the pinned section has it)
+                kept = {h["_id"] for h in hits}
+                knn = [h for h in knn if h["_id"] in kept or not is_pinned(h["_source"], p.importance_floor)]
             hits = hybrid.fuse(hits, knn, fuse)[:max(size, len(hits))]  # type: ignore[arg-type]
         items = self._rank(hits, k, p, now_t, terms_by_id, raised, demoted)
         recent: tuple[Memory, ...] = ()
