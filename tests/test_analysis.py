@@ -57,3 +57,32 @@ CORPUS = [
 @pytest.mark.parametrize("analyzer", ["esmem_index", "esmem_search"])
 def test_python_mirror_matches_the_engine(engine: Engine, installed: str, analyzer: str, text: str) -> None:
     assert tokens(text, query=analyzer == "esmem_search") == analyze(engine, installed, analyzer, text)
+
+
+
+def test_tokens_are_thread_safe() -> None:
+    """Writers in threads of one process tokenise at once (merge overlap); the Snowball stemmer keeps
+    state per call, so unguarded it raised IndexError('string index out of range') under contention."""
+    import threading
+
+    import snowballstemmer
+
+    from esmem.domain import analysis
+
+    errors: list[str] = []
+
+    def work(n: int) -> None:
+        own = snowballstemmer.stemmer("english")  # this thread's reference
+        try:
+            for i in range(1500):  # words no other thread uses: every stem is a cache miss
+                w = f"connections{n}x{i}running"
+                assert analysis.tokens(w) == [own.stemWord(w)]
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []

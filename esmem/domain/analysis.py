@@ -9,6 +9,7 @@ again. tests/test_analysis.py checks this module against `_analyze` on a mixed c
 """
 from __future__ import annotations
 
+import threading
 import unicodedata
 from functools import lru_cache
 
@@ -22,7 +23,8 @@ _BOUNDARY = regex.compile(r"(?V1w)\b")
 _WORDLIKE = regex.compile(r"[\p{L}\p{N}\p{M}_\p{Extended_Pictographic}]")
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
 _POSSESSIVE = ("'s", "\u2019s", "\uff07s")
-_stemmer = snowballstemmer.stemmer("english")
+_stemmer = snowballstemmer.stemmer("english")  # stateful: one thread at a time (_STEM_LOCK)
+_STEM_LOCK = threading.Lock()
 STOP_WORDS = stopwords()  # templates/stopwords_en.txt, also rendered into the index template
 
 
@@ -64,7 +66,8 @@ def _strip_possessive(token: str) -> str:
 
 @lru_cache(maxsize=65536)
 def _stem(token: str) -> str:
-    return _stemmer.stemWord(token)
+    with _STEM_LOCK:  # concurrent writers in one process share it; unguarded it fails with IndexError
+        return _stemmer.stemWord(token)
 
 
 def tokens(text: str, *, query: bool = False) -> list[str]:
