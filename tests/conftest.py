@@ -13,9 +13,15 @@ missing engine fails the run.
 Secured engine: ESMEM_SECURE_HOME (the ESMEM_HOME of a running `esmem engine up --secure`, as .ci/run
 starts it) adds it as one more `engine_url` parameter, so the whole suite also runs on it as its admin;
 the `secured` fixture (security-specific tests) uses it too, or starts a temporary one when none is given.
+
+pytest-xdist (`-n 5 --dist loadgroup` in pyproject's addopts): the controlling process finds or starts
+the engines and hands them to its workers; each engine's suite runs in one worker (see
+pytest_collection_modifyitems), and the per-engine summary is counted from the reports the workers send.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import shutil
 import subprocess
@@ -131,6 +137,18 @@ class Engines:
         except EsmemError as e:
             self.problems.append(f"embedded {name}: {e}")
 
+    def handed_over(self) -> dict:
+        """What an xdist worker needs to use the same engines (see `adopt`)."""
+        secured = self.secured and {**dataclasses.asdict(self.secured), "home": str(self.secured.home)}
+        return {"found": self.found, "started_in": self.started_in, "problems": self.problems, "secured": secured}
+
+    def adopt(self, given: dict) -> None:
+        self.found, self.started_in, self.problems = given["found"], given["started_in"], given["problems"]
+        if given["secured"]:
+            s = given["secured"]
+            self.secured = embedded.Running(**{**s, "home": Path(s["home"]), "pids": tuple(s["pids"]),
+                                               "urls": tuple(s["urls"])})
+
     def start_secured(self) -> embedded.Running:
         """A temporary secured engine for the security tests when the run was not given one."""
         if self.secured is None:
@@ -163,14 +181,49 @@ _ENGINES = Engines()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # an xdist worker: the engines the controller found (or started)
+        _ENGINES.adopt(json.loads(config.workerinput["esmem_engines"]))
+        return
     _ENGINES.discover()
     if (os.environ.get("ESMEM_REQUIRE_ENGINE") == "1"
             and (not _ENGINES.found or (os.environ.get("ESMEM_SECURE_HOME") and "secured" not in _ENGINES.found))):
         raise pytest.UsageError("ESMEM_REQUIRE_ENGINE=1 but no engine is available: " + "; ".join(_ENGINES.problems))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """xdist: each worker runs on the engines found here, once, rather than discovering or starting its own."""
+    node.workerinput["esmem_engines"] = json.dumps(_ENGINES.handed_over())
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     _ENGINES.stop()
+
+
+def _engine_param(item: pytest.Item) -> str | None:
+    return getattr(getattr(item, "callspec", None), "params", {}).get("engine_url")
+
+
+@pytest.hookimpl(trylast=True)  # after pytest has ordered the items by their session parameters
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Which xdist worker runs what (`--dist loadgroup`): the suite on one engine stays in one worker, in
+    order, as in a single process (its shared prefix, its module fixtures, one test at a time on that
+    engine); the engines' suites run side by side. Other tests are grouped by module (module fixtures
+    are set up once)."""
+    for item in items:
+        name = _engine_param(item)
+        if name:
+            item.user_properties.append(("esmem_engine", name))
+        item.add_marker(pytest.mark.xdist_group(name or item.path.name))
+    if hasattr(config, "workerinput"):
+        # The groups are handed out in the order of their first test (--no-loadscope-reorder): the engines'
+        # suites first, then the long engine-free modules (engines of their own, the secured engine's
+        # users), so that none of them starts last. The order within a group is unchanged.
+        def rank(item: pytest.Item) -> int:
+            if _engine_param(item):
+                return 0
+            return 1 if item.get_closest_marker("slow") or {"secured", "secured_admin"} & set(item.fixturenames) else 2
+        items.sort(key=rank)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -182,16 +235,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 _OUTCOMES: dict[str, Counter] = defaultdict(Counter)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    report = (yield).get_result()
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    name = params.get("engine_url")
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # from the item's user_properties (set at collection), which xdist hands back to the controller
+    props = dict(report.user_properties)
+    name = props.get("esmem_engine")
     if name and (report.when == "call" or report.outcome != "passed"):
         _OUTCOMES[name]["passed" if report.passed else "skipped" if report.skipped else "failed"] += 1
+    if "esmem_shared_prefix_reinstalled" in props and report.when == "setup":
+        SHARED_PREFIX_REINSTALLED.append(props["esmem_shared_prefix_reinstalled"])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        return
     for name in sorted(_OUTCOMES):
         c = _OUTCOMES[name]
         try:
@@ -308,15 +364,16 @@ class SharedPrefix:
         return any(copy["seq_no"]["max_seq_no"] >= 0 for index in stats.get("indices", {}).values()
                    for copies in index["shards"].values() for copy in copies)
 
-    def reset(self, test: str) -> str:
+    def reset(self, item: pytest.Item) -> str:
         if _under(self.engine, self.name) != self.artifacts:
-            SHARED_PREFIX_REINSTALLED.append(f"{self.last_test} (on {self.engine.url})")
+            # reported by the controller's summary (see pytest_runtest_logreport)
+            item.user_properties.append(("esmem_shared_prefix_reinstalled", f"{self.last_test} (on {self.engine.url})"))
             uninstall(self.engine, self.name)
             self._install()
         elif self._written():
             self.engine.request("DELETE", f"/{self.index}")
             self._install()  # creates the index and its alias, as a first install does
-        self.last_test = test
+        self.last_test = item.nodeid
         return self.name
 
 
@@ -337,7 +394,7 @@ def prefix(request: pytest.FixtureRequest, engine: Engine) -> Iterator[str]:
     SharedPrefix), unless it is marked `fresh_prefix` (it changes installed templates, policy or
     mapping); every other test gets a unique prefix of its own with nothing installed, removed after."""
     if "installed" in request.fixturenames and not request.node.get_closest_marker("fresh_prefix"):
-        yield request.getfixturevalue("shared_prefix").reset(request.node.nodeid)
+        yield request.getfixturevalue("shared_prefix").reset(request.node)
         return
     p = f"t{uuid.uuid4().hex[:12]}"
     yield p
