@@ -14,7 +14,7 @@ Secured engine: ESMEM_SECURE_HOME (the ESMEM_HOME of a running `esmem engine up 
 starts it) adds it as one more `engine_url` parameter, so the whole suite also runs on it as its admin;
 the `secured` fixture (security-specific tests) uses it too, or starts a temporary one when none is given.
 
-pytest-xdist (`-n 5 --dist loadgroup` in pyproject's addopts): the controlling process finds or starts
+pytest-xdist (`-n 5 --dist loadscope` in pyproject's addopts): the controlling process finds or starts
 the engines and hands them to its workers; each engine's suite runs in one worker (see
 pytest_collection_modifyitems), and the per-engine summary is counted from the reports the workers send.
 """
@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -204,25 +205,58 @@ def _engine_param(item: pytest.Item) -> str | None:
     return getattr(getattr(item, "callspec", None), "params", {}).get("engine_url")
 
 
+_ONE_AT_A_TIME = ("test_embedded.py",)
+# engine-free groups by measured length (kill -9 import: three engine starts; test_embedded: nine; two-node
+# clusters; the secured engine's users and roles)
+_LONGEST_FIRST = ("test_write_integrity.py", "test_embedded.py", "test_cluster.py", "test_grant.py", "test_secure.py")
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    name = _engine_param(item)
+    if name:
+        item.user_properties.append(("esmem_engine", name))
+
+
+def _group(nodeid: str) -> str:
+    """Which xdist worker runs what: the suite on one engine stays in one worker, in order, as in a single
+    process (its shared prefix, its module fixtures, one test at a time on that engine); the engines'
+    suites run side by side. Other tests are grouped by module (module fixtures are set up once), and so
+    is test_embedded: its engines are built (Maven, into this checkout's engine/target) and started one
+    after the other, as before — two builds of one flavour at once would write the same files."""
+    module, _, rest = nodeid.partition("::")
+    module = module.rsplit("/", 1)[-1]
+    if module not in _ONE_AT_A_TIME and rest.endswith("]") and "[" in rest:
+        params = rest[rest.index("[") + 1:-1]
+        for engine in _ENGINES.found:
+            if re.search(rf"(^|-){re.escape(engine)}(-|$)", params):
+                return engine
+    return module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # xdist's own `loadgroup` marks do not group under pytest 9 (xdist 3.8 renames item._nodeid, which
+    # pytest 9 no longer reads), so the grouping is a LoadScope scheduler with our scopes.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class EngineGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return EngineGroups(config, log)
+
+
 @pytest.hookimpl(trylast=True)  # after pytest has ordered the items by their session parameters
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Which xdist worker runs what (`--dist loadgroup`): the suite on one engine stays in one worker, in
-    order, as in a single process (its shared prefix, its module fixtures, one test at a time on that
-    engine); the engines' suites run side by side. Other tests are grouped by module (module fixtures
-    are set up once)."""
-    for item in items:
-        name = _engine_param(item)
-        if name:
-            item.user_properties.append(("esmem_engine", name))
-        item.add_marker(pytest.mark.xdist_group(name or item.path.name))
     if hasattr(config, "workerinput"):
         # The groups are handed out in the order of their first test (--no-loadscope-reorder): the engines'
-        # suites first, then the long engine-free modules (engines of their own, the secured engine's
-        # users), so that none of them starts last. The order within a group is unchanged.
+        # suites first, then the longest other groups (engines of their own, the secured engine's users;
+        # measured), so that none of them starts last. The order within a group is unchanged.
         def rank(item: pytest.Item) -> int:
-            if _engine_param(item):
+            if _engine_param(item) and item.path.name not in _ONE_AT_A_TIME:
                 return 0
-            return 1 if item.get_closest_marker("slow") or {"secured", "secured_admin"} & set(item.fixturenames) else 2
+            name = item.path.name
+            return 1 + (_LONGEST_FIRST.index(name) if name in _LONGEST_FIRST else len(_LONGEST_FIRST))
         items.sort(key=rank)
 
 
