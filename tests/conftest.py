@@ -13,17 +13,10 @@ missing engine fails the run.
 Secured engine: ESMEM_SECURE_HOME (the ESMEM_HOME of a running `esmem engine up --secure`, as .ci/run
 starts it) adds it as one more `engine_url` parameter, so the whole suite also runs on it as its admin;
 the `secured` fixture (security-specific tests) uses it too, or starts a temporary one when none is given.
-
-pytest-xdist (`-n 5 --dist loadscope` in pyproject's addopts): the controlling process finds or starts
-the engines and hands them to its workers; each engine's suite runs in one worker (see
-pytest_collection_modifyitems), and the per-engine summary is counted from the reports the workers send.
 """
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -138,18 +131,6 @@ class Engines:
         except EsmemError as e:
             self.problems.append(f"embedded {name}: {e}")
 
-    def handed_over(self) -> dict:
-        """What an xdist worker needs to use the same engines (see `adopt`)."""
-        secured = self.secured and {**dataclasses.asdict(self.secured), "home": str(self.secured.home)}
-        return {"found": self.found, "started_in": self.started_in, "problems": self.problems, "secured": secured}
-
-    def adopt(self, given: dict) -> None:
-        self.found, self.started_in, self.problems = given["found"], given["started_in"], given["problems"]
-        if given["secured"]:
-            s = given["secured"]
-            self.secured = embedded.Running(**{**s, "home": Path(s["home"]), "pids": tuple(s["pids"]),
-                                               "urls": tuple(s["urls"])})
-
     def start_secured(self) -> embedded.Running:
         """A temporary secured engine for the security tests when the run was not given one."""
         if self.secured is None:
@@ -182,82 +163,14 @@ _ENGINES = Engines()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput"):  # an xdist worker: the engines the controller found (or started)
-        _ENGINES.adopt(json.loads(config.workerinput["esmem_engines"]))
-        return
     _ENGINES.discover()
     if (os.environ.get("ESMEM_REQUIRE_ENGINE") == "1"
             and (not _ENGINES.found or (os.environ.get("ESMEM_SECURE_HOME") and "secured" not in _ENGINES.found))):
         raise pytest.UsageError("ESMEM_REQUIRE_ENGINE=1 but no engine is available: " + "; ".join(_ENGINES.problems))
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node) -> None:
-    """xdist: each worker runs on the engines found here, once, rather than discovering or starting its own."""
-    node.workerinput["esmem_engines"] = json.dumps(_ENGINES.handed_over())
-
-
 def pytest_unconfigure(config: pytest.Config) -> None:
     _ENGINES.stop()
-
-
-def _engine_param(item: pytest.Item) -> str | None:
-    return getattr(getattr(item, "callspec", None), "params", {}).get("engine_url")
-
-
-_ONE_AT_A_TIME = ("test_embedded.py",)
-# engine-free groups by measured length (kill -9 import: three engine starts; test_embedded: nine; two-node
-# clusters; the secured engine's users and roles)
-_LONGEST_FIRST = ("test_write_integrity.py", "test_embedded.py", "test_cluster.py", "test_grant.py", "test_secure.py")
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    name = _engine_param(item)
-    if name:
-        item.user_properties.append(("esmem_engine", name))
-
-
-def _group(nodeid: str) -> str:
-    """Which xdist worker runs what: the suite on one engine stays in one worker, in order, as in a single
-    process (its shared prefix, its module fixtures, one test at a time on that engine); the engines'
-    suites run side by side. Other tests are grouped by module (module fixtures are set up once), and so
-    is test_embedded: its engines are built (Maven, into this checkout's engine/target) and started one
-    after the other, as before — two builds of one flavour at once would write the same files."""
-    module, _, rest = nodeid.partition("::")
-    module = module.rsplit("/", 1)[-1]
-    if module not in _ONE_AT_A_TIME and rest.endswith("]") and "[" in rest:
-        params = rest[rest.index("[") + 1:-1]
-        for engine in _ENGINES.found:
-            if re.search(rf"(^|-){re.escape(engine)}(-|$)", params):
-                return engine
-    return module
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    # xdist's own `loadgroup` marks do not group under pytest 9 (xdist 3.8 renames item._nodeid, which
-    # pytest 9 no longer reads), so the grouping is a LoadScope scheduler with our scopes.
-    from xdist.scheduler import LoadScopeScheduling
-
-    class EngineGroups(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return _group(nodeid)
-
-    return EngineGroups(config, log)
-
-
-@pytest.hookimpl(trylast=True)  # after pytest has ordered the items by their session parameters
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if hasattr(config, "workerinput"):
-        # The groups are handed out in the order of their first test (--no-loadscope-reorder): the engines'
-        # suites first, then the longest other groups (engines of their own, the secured engine's users;
-        # measured), so that none of them starts last. The order within a group is unchanged.
-        def rank(item: pytest.Item) -> int:
-            if _engine_param(item) and item.path.name not in _ONE_AT_A_TIME:
-                return 0
-            name = item.path.name
-            return 1 + (_LONGEST_FIRST.index(name) if name in _LONGEST_FIRST else len(_LONGEST_FIRST))
-        items.sort(key=rank)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -269,19 +182,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 _OUTCOMES: dict[str, Counter] = defaultdict(Counter)
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    # from the item's user_properties (set at collection), which xdist hands back to the controller
-    props = dict(report.user_properties)
-    name = props.get("esmem_engine")
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = (yield).get_result()
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    name = params.get("engine_url")
     if name and (report.when == "call" or report.outcome != "passed"):
         _OUTCOMES[name]["passed" if report.passed else "skipped" if report.skipped else "failed"] += 1
-    if "esmem_shared_prefix_reinstalled" in props and report.when == "setup":
-        SHARED_PREFIX_REINSTALLED.append(props["esmem_shared_prefix_reinstalled"])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
-    if hasattr(config, "workerinput"):
-        return
     for name in sorted(_OUTCOMES):
         c = _OUTCOMES[name]
         try:
@@ -398,16 +308,15 @@ class SharedPrefix:
         return any(copy["seq_no"]["max_seq_no"] >= 0 for index in stats.get("indices", {}).values()
                    for copies in index["shards"].values() for copy in copies)
 
-    def reset(self, item: pytest.Item) -> str:
+    def reset(self, test: str) -> str:
         if _under(self.engine, self.name) != self.artifacts:
-            # reported by the controller's summary (see pytest_runtest_logreport)
-            item.user_properties.append(("esmem_shared_prefix_reinstalled", f"{self.last_test} (on {self.engine.url})"))
+            SHARED_PREFIX_REINSTALLED.append(f"{self.last_test} (on {self.engine.url})")
             uninstall(self.engine, self.name)
             self._install()
         elif self._written():
             self.engine.request("DELETE", f"/{self.index}")
             self._install()  # creates the index and its alias, as a first install does
-        self.last_test = item.nodeid
+        self.last_test = test
         return self.name
 
 
@@ -428,7 +337,7 @@ def prefix(request: pytest.FixtureRequest, engine: Engine) -> Iterator[str]:
     SharedPrefix), unless it is marked `fresh_prefix` (it changes installed templates, policy or
     mapping); every other test gets a unique prefix of its own with nothing installed, removed after."""
     if "installed" in request.fixturenames and not request.node.get_closest_marker("fresh_prefix"):
-        yield request.getfixturevalue("shared_prefix").reset(request.node)
+        yield request.getfixturevalue("shared_prefix").reset(request.node.nodeid)
         return
     p = f"t{uuid.uuid4().hex[:12]}"
     yield p
