@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from esmem.domain.analysis import tokens
+from esmem.domain.analysis import tokens, truncate_query
 from esmem.index.engine import Engine
 from esmem.index.install import Names
 
@@ -86,3 +88,15 @@ def test_tokens_are_thread_safe() -> None:
     for t in threads:
         t.join()
     assert errors == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.sampled_from(list("ab 缓存部署 ,'s-") + ["the ", "Redis ", "重试"]), max_size=40).map("".join),
+       limit=st.integers(1, 40))
+def test_truncate_query_keeps_at_most_the_limit_and_whole_short_texts(text: str, limit: int) -> None:
+    """The merge look-up and recall send at most `limit` search terms; a text of at most `limit`
+    characters is sent whole (the short cut taken before analysing it)."""
+    out = truncate_query(text, limit)
+    assert text.startswith(out) and len(tokens(out, query=True)) <= limit
+    if len(text) <= limit:
+        assert out == text

@@ -8,7 +8,7 @@ from esmem.errors import ConfigError
 
 
 def cand(cid: str, content: str, bm25: float, kind: str = "rule") -> Candidate:
-    return Candidate(cid, bm25, {"content": content, "kind": kind}, 1, 1)
+    return Candidate(cid, bm25, {"content": content, "kind": kind})
 
 
 OLD = "接口返回 HTTP 429 限流时固定等 1 秒再重试，最多重试 3 次"

@@ -39,7 +39,7 @@ def updates(q: Question) -> bool:
 
 
 def cand(cid: str, content: str, kind: str = "rule", bm25: float = 9.0) -> Candidate:
-    return Candidate(cid, bm25, {"content": content, "kind": kind}, 0, 1)
+    return Candidate(cid, bm25, {"content": content, "kind": kind})
 
 
 def test_verdicts_replace_only_the_supersede_rule() -> None:

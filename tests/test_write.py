@@ -278,24 +278,32 @@ def test_cli_remember_dry_run_history_and_restore(engine, installed) -> None:
 
 
 def test_settle_looks_only_at_what_was_written_after_the_decision_saw_the_index(clocked: MemoryStore) -> None:
-    """#18: the settle step's look-ups carry the global checkpoint read before the batch's look-ups, so
-    the engine scores only memories written since (this batch's and a concurrent writer's)."""
+    """#18: the settle step reads the memories written since the global checkpoint read before the
+    batch's look-ups (this batch's and a concurrent writer's) and looks up again only a memory that
+    could merge with one of them, with that checkpoint, so the engine scores only what is new."""
     store = clocked
     older = store.remember_many([MemoryInput(f"the {w} service deploys on Fridays", "settle", kind="fact")
                                  for w in ("billing", "search", "auth")])
+    other = MemoryStore(store.engine, store.catalog.names.prefix, clock=lambda: NOW)
     searches: list[list] = []
     real = store.catalog.msearch
 
     def recorded(batch, what):  # records what is sent; the real engine answers
         searches.append(list(batch))
-        return real(batch, what)
+        out = real(batch, what)
+        if len(searches) == 1:  # a concurrent writer adds a twin after this batch's look-ups
+            twin.append(other.remember("payments service deploys on Mondays", "settle", kind="fact",
+                                       valid_from=NOW - timedelta(hours=1)))
+        return out
 
+    twin: list = []
     store.catalog.msearch = recorded
     new = store.remember_many([MemoryInput("the payments service deploys on Mondays", "settle", kind="fact"),
                                MemoryInput("the checkout service runs canaries first", "settle", kind="fact")])
     settle = searches[-1]
-    assert [s.template for s in settle] == ["lookup", "lookup"] and all("after_seq_no" not in s.params
-                                                                         for s in searches[0])
+    assert len(searches) == 2 and [s.template for s in settle] == ["lookup"] and all(
+        "after_seq_no" not in s.params for s in searches[0])
+    assert settle[0].params["query"] == "the payments service deploys on Mondays"
     seen = {s.params["after_seq_no"] for s in settle}
     assert len(seen) == 1
     seq = {h["_id"]: h["_seq_no"] for h in store.engine.request(
@@ -303,3 +311,22 @@ def test_settle_looks_only_at_what_was_written_after_the_decision_saw_the_index(
         {"routing": "settle"})["hits"]["hits"]}
     (after,) = seen
     assert all(seq[r.id] <= after for r in older) and all(seq[r.id] > after for r in new)
+    settled = store.get("settle", twin[0].id)  # the older twin: superseded by the newer memory
+    assert settled.status == "superseded" and settled.superseded_by == new[0].id
+
+
+def test_settle_skips_the_look_ups_when_nothing_written_since_could_merge(clocked: MemoryStore) -> None:
+    """#18: two memories of one batch never merge with each other (the batch is made so), so a lone
+    writer's settle step is one read of what was written since, and no look-up."""
+    store = clocked
+    searches: list[list] = []
+    real = store.catalog.msearch
+
+    def recorded(batch, what):
+        searches.append(list(batch))
+        return real(batch, what)
+
+    store.catalog.msearch = recorded
+    store.remember_many([MemoryInput("the payments service deploys on Mondays", "settle", kind="fact"),
+                         MemoryInput("the checkout service runs canaries first", "settle", kind="fact")])
+    assert len(searches) == 1 and [s.template for s in searches[0]].count("lookup") == 2

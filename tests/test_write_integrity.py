@@ -213,7 +213,7 @@ def test_write_reported_failed_is_retried_safely(engine, background, relay: Rela
     direct = MemoryStore(engine, background, clock=lambda: NOW)
     old = direct.remember(LINES[1]["content"], "c3", kind="rule", valid_from=LINES[1]["valid_from"])
     via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW)
-    relay.arm("_msearch", 2, cut="after")  # 1st: the merge lookup, 2nd: settle
+    relay.arm("/_search/template", 1, cut="after")  # the settle step's read (the merge lookup is an _msearch)
     with pytest.raises(EsmemError):  # the same call retried: kind + content + valid_from are its identity
         via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"])
     relay.heal()

@@ -131,6 +131,8 @@ def truncate_query(text: str, max_terms: int) -> str:
 
     A match query builds one clause per token; a 10 KB query would exceed the engine's clause
     limit (1024), so recall keeps the first terms instead of failing."""
+    if len(text) <= max_terms:  # a token takes at least one character (a CJK bigram: one more)
+        return text
     count = 0
     for raw, start, end in _segments(text):
         token = _normalise(raw)

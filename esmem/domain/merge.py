@@ -48,13 +48,11 @@ class MergePolicy:
 
 @dataclass(frozen=True)
 class Candidate:
-    """An active memory the lookup returned, with what OCC needs to update it safely."""
+    """An active memory the lookup returned (`source`: content, kind, valid_from, recorded_at)."""
 
     id: str
     bm25: float
     source: Mapping[str, Any]
-    seq_no: int
-    primary_term: int
 
 
 @dataclass(frozen=True)
