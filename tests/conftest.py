@@ -212,6 +212,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             # these talk plain HTTP to the engine themselves (urllib, curl, node, a TCP relay): the open
             # engines only; the secured engine's own tests (test_secure, test_grant) cover TLS and auth
             names = [n for n in names if n != "secured"]
+        if metafunc.definition.get_closest_marker("own_engine"):
+            # these start a node of their own: once per embedded flavour (the secured engine is one more
+            # opensearch-2), or once on another engine
+            names = [n for n in names if n in embedded.FLAVOURS] or names[:1]
         metafunc.parametrize("engine_url", names or ["none"], indirect=True, scope="session")
 
 

@@ -1,5 +1,5 @@
 """The stored templates are the API: a client that imports nothing from esmem (plain HTTP with
-urllib) calls `_search/template` and gets what `MemoryStore.recall` gets (through the `esmem` CLI in
+urllib) calls `_search/template` and gets what `MemoryStore.recall` gets (through `esmem recall` in
 a subprocess, so this module imports nothing from esmem either) - for each fusion mode installed
 through a policy file, with per-call overrides, without `now`, and with hostile parameter values.
 """
@@ -82,9 +82,34 @@ def raw_recall(url: str, prefix: str, params: dict[str, Any]) -> list[tuple[str,
     return [(h["_id"], h["_score"]) for h in resp["hits"]["hits"]]
 
 
-def store_recall(url: str, prefix: str, query: str, *args: str) -> list[tuple[str, float]]:
-    out = json.loads(cli(url, prefix, "recall", query, "-n", "api", "-k", "20", "--no-touch", "--json", *args).stdout)
-    return [(item["id"], item["score"]) for item in out["items"]]
+# `esmem recall` run by the CLI's own entry point for each call, in one subprocess: one interpreter
+# start for all the calls of a test, not one per query (that start was most of this module's time).
+RECALLS = """
+import contextlib, io, json, sys
+from esmem.cli.main import cli
+for args in json.load(sys.stdin):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            cli.main(args, prog_name="esmem")
+        except SystemExit as e:
+            if e.code:
+                raise
+    sys.stdout.write(json.dumps(json.loads(out.getvalue())) + "\\n")
+"""
+
+
+def store_recalls(url: str, prefix: str, calls: list[tuple[str, ...]]) -> list[list[tuple[str, float]]]:
+    """`esmem --url URL --prefix P recall QUERY -n api -k 20 --no-touch --json ARGS...` for each
+    (QUERY, *ARGS) of `calls`: (id, score) of its items."""
+    argv = [["--url", url, "--prefix", prefix, "recall", query, "-n", "api", "-k", "20", "--no-touch", "--json", *args]
+            for query, *args in calls]
+    res = subprocess.run([sys.executable, "-c", RECALLS], input=json.dumps(argv), capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr + res.stdout
+    outs = [json.loads(line) for line in res.stdout.splitlines()]
+    assert len(outs) == len(calls)
+    return [[(item["id"], item["score"]) for item in out["items"]] for out in outs]
 
 
 def same(raw: list[tuple[str, float]], lib: list[tuple[str, float]]) -> None:
@@ -108,9 +133,8 @@ def test_raw_template_call_equals_memorystore_recall(corpus, tmp_path: Path, mod
     url, prefix, queries = corpus
     install_policy(url, prefix, tmp_path, mode)
     compared = 0
-    for q in queries:
+    for q, lib in zip(queries, store_recalls(url, prefix, [(q, "--now", iso(NOW)) for q in queries])):
         raw = raw_recall(url, prefix, {"namespace": "api", "query": q, "now": iso(NOW)})
-        lib = store_recall(url, prefix, q, "--now", iso(NOW))
         same(raw, lib)
         compared += len(raw)
     assert compared >= 200
@@ -121,12 +145,13 @@ def test_per_call_overrides_are_plain_params(corpus, tmp_path: Path) -> None:
     install_policy(url, prefix, tmp_path, "blend")
     as_of = NOW - timedelta(days=200)
     for mode in ("multiply", "weighted"):
-        for q in queries[:6]:
+        libs = store_recalls(url, prefix, [(q, "--now", iso(NOW), "--as-of", iso(as_of), "--set", f"mode={mode}",
+                                            "--set", "hl.intent=3d", "--set", "kinds=intent|event|fact")
+                                           for q in queries[:6]])
+        for q, lib in zip(queries[:6], libs):
             raw = raw_recall(url, prefix, {"namespace": "api", "query": q, "now": iso(NOW), "mode": mode,
                                            "half_life_intent": "3d", "kinds": ["intent", "event", "fact"],
                                            "as_of": iso(as_of)})
-            lib = store_recall(url, prefix, q, "--now", iso(NOW), "--as-of", iso(as_of), "--set", f"mode={mode}",
-                               "--set", "hl.intent=3d", "--set", "kinds=intent|event|fact")
             assert raw and {i for i, _ in raw} <= {i for i, _ in raw_recall(url, prefix, {
                 "namespace": "api", "query": q, "kinds": ["intent", "event", "fact"], "size": 500})}
             same(raw, lib)

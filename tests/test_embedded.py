@@ -19,6 +19,7 @@ from esmem.errors import EsmemError
 
 
 @pytest.mark.slow
+@pytest.mark.own_engine
 @pytest.mark.parametrize("source", ["maven", "lockfile"])
 def test_engine_up_status_down(tmp_path, monkeypatch, engine_url, request, source: str) -> None:
     # engine_url: skip/fail like the rest; on an embedded engine, start another node of that flavour
@@ -69,10 +70,14 @@ def test_the_committed_lock_and_launcher_were_made_from_the_current_sources(name
 
 
 @pytest.mark.slow
-def test_no_maven_and_no_compiler_are_needed(tmp_path, engine_url) -> None:
+@pytest.mark.own_engine
+def test_no_maven_and_no_compiler_are_needed(tmp_path, engine_url, request, monkeypatch) -> None:
     """No mvn or javac on PATH: the jars come from Maven Central by the lock (checked against their
-    SHA-256) and the committed launcher runs on a plain Java runtime."""
-    java = embedded.find_java(17)
+    SHA-256) and the committed launcher runs on a plain Java runtime (each flavour)."""
+    name = request.node.callspec.params["engine_url"]
+    flavour = name if name in embedded.FLAVOURS else embedded.DEFAULT_FLAVOUR
+    major = {"opensearch-2": "2.19.6", "opensearch-3": "3."}[flavour]
+    java = embedded.find_java(embedded.FLAVOURS[flavour].java)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "esmem").symlink_to(Path(sys.executable).parent / "esmem")
@@ -80,17 +85,19 @@ def test_no_maven_and_no_compiler_are_needed(tmp_path, engine_url) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "ESMEM_ENGINE_FROM")}
     env.update(PATH=str(bin_dir), ESMEM_HOME=str(tmp_path / "home"), ESMEM_ENGINE_HEAP="512m")
     assert shutil.which("mvn", path=env["PATH"]) is None and shutil.which("javac", path=env["PATH"]) is None
-    up = subprocess.run(["esmem", "engine", "up"], env=env, capture_output=True, text=True, timeout=600)
+    up = subprocess.run(["esmem", "engine", "up", "--engine", flavour], env=env, capture_output=True, text=True,
+                        timeout=600)
     assert up.returncode == 0, up.stderr[-2000:]
     try:
         url = up.stdout.strip().splitlines()[-1]
         with urllib.request.urlopen(url) as resp:
-            assert json.load(resp)["version"]["number"] == "2.19.6"
-        state = json.loads((tmp_path / "home" / "engine" / "engine.json").read_text())
-        assert "engine/launcher/opensearch-2/classes" in state["nodes"][0]["cmd"][state["nodes"][0]["cmd"].index("-cp") + 1]
+            assert json.load(resp)["version"]["number"].startswith(major)
+        monkeypatch.setenv("ESMEM_HOME", env["ESMEM_HOME"])
+        state = json.loads((embedded.state_dir(flavour) / "engine.json").read_text())
+        assert f"engine/launcher/{flavour}/classes" in state["nodes"][0]["cmd"][state["nodes"][0]["cmd"].index("-cp") + 1]
         cached = [*(tmp_path / "home" / "jars").rglob("*.jar"), *(tmp_path / "home" / "jars").rglob("*.zip")]
-        assert len(cached) == len(lockfile.read_lock(embedded.engine_dir(), "opensearch-2"))
+        assert len(cached) == len(lockfile.read_lock(embedded.engine_dir(), flavour))
         # the k-NN plugin zip of the lock is unpacked and its plugin class handed to the node
         assert "-Desmem.plugins=org.opensearch.knn.plugin.KNNPlugin" in state["nodes"][0]["cmd"]
     finally:
-        subprocess.run(["esmem", "engine", "down"], env=env, capture_output=True, timeout=120)
+        subprocess.run(["esmem", "engine", "down", "--engine", flavour], env=env, capture_output=True, timeout=120)
