@@ -49,7 +49,7 @@ def violations(calls: list[tuple[str, str, Any, Any]]) -> list[str]:
     bad = []
     for method, path, body, _ in calls:
         bare = path.split("?")[0]
-        lines = [json.loads(x) for x in body.splitlines() if x.strip()] if isinstance(body, str) else [body]
+        lines = [json.loads(x) for x in body.splitlines() if x.strip()] if isinstance(body, (str, bytes)) else [body]
         if bare.startswith("/_scripts/"):
             continue  # install's stored-script updates
         if any(bare.endswith(s) for s in SEARCHES):

@@ -290,7 +290,7 @@ def test_engine_rejecting_one_document_leaves_no_partial_batch(engine, installed
     words = ["apple", "bridge", "candle", "dolphin", "empire", "falcon", "guitar", "harbor", "igloo", "jungle"]
     items = [MemoryInput(f"{w} {w}s {w}-{i}", "rej", importance=5, external_id=f"r{i}") for i, w in enumerate(words)]
     items[6] = MemoryInput("the one the engine refuses", "rej", importance=7.25, external_id="r6")
-    relay.arm("_bulk", 1, rewrite=(b'"importance": 7.25', b'"importance": "seven"'))
+    relay.arm("_bulk", 1, rewrite=(b'"importance":7.25', b'"importance":"seven"'))
     with pytest.raises(EngineError, match="none of that batch was kept"):
         via.remember_many(items)
     assert relay.fired

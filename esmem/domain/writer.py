@@ -140,7 +140,8 @@ class Writer:
             results.update((at[doc_id], result) for doc_id, result in done)
             if progress:
                 progress(len(done))
-            todo = [n for n in todo if n not in results]
+            ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
+            todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
         if not self.merge.enabled and not dry_run:
             self.catalog.refresh()  # one refresh, not one per batch
         return [results[n] for n in range(len(pairs))]

@@ -7,12 +7,11 @@ this memory", never for `POST /x/_msearch/template`. Per-item failures (a failed
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from esmem.errors import EngineError, NotFound
-from esmem.index.engine import Engine
+from esmem.index.engine import Engine, ndjson
 from esmem.index.install import Names, require_installed
 from esmem.index.scripted import scripted_bulk
 
@@ -47,10 +46,6 @@ class Created:
     created: list[str]
     existed: set[str]
     errors: list[Any]
-
-
-def ndjson(lines: Iterable[Any]) -> str:
-    return "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
 
 
 class Catalog:

@@ -184,7 +184,7 @@ class ConnectionConfig:
             raise ConfigError("an Elastic Cloud ID points at Elasticsearch, not OpenSearch")
         self._warn_insecure()
         kw: dict[str, Any] = {"timeout": self.timeout, "http_compress": False, "pool_maxsize": 32,
-                              "ssl_show_warn": False}
+                              "ssl_show_warn": False, "serializer": _orjson_serializer()}
         headers: dict[str, str] = {}
         if self.username:
             kw["http_auth"] = (self.username, self.password)
@@ -210,7 +210,7 @@ class ConnectionConfig:
                 kw.update(client_cert=self.client_cert, client_key=self.client_key)
         return OpenSearch([self.url], **kw)
 
-    def elasticsearch_client(self) -> Any:
+    def elasticsearch_client(self) -> Any:  # its transport's default serializer (not run here: no Elasticsearch)
         """An elasticsearch-py client with these options."""
         from elasticsearch import Elasticsearch
 
@@ -258,3 +258,29 @@ class ConnectionConfig:
         if credentials is None:
             raise ConfigError("SigV4: no AWS credentials found (environment, ~/.aws or an instance role)")
         return Urllib3AWSV4SignerAuth(credentials, self.aws_region, self.aws_service)
+
+
+def _orjson_serializer() -> Any:
+    """opensearch-py's JSON serializer with orjson: a recall's `_msearch` response (~40 KB) decodes
+    in 0.09 ms instead of 0.21 (#18). Same contract: strings and bytes pass through, errors are
+    the client's SerializationError."""
+    import orjson
+    from opensearchpy.exceptions import SerializationError
+    from opensearchpy.serializer import JSONSerializer
+
+    class OrjsonSerializer(JSONSerializer):
+        def loads(self, s: Any) -> Any:
+            try:
+                return orjson.loads(s)
+            except orjson.JSONDecodeError as e:
+                raise SerializationError(s, e)
+
+        def dumps(self, data: Any) -> Any:
+            if isinstance(data, (str, bytes)):
+                return data
+            try:
+                return orjson.dumps(data, default=self.default, option=orjson.OPT_NON_STR_KEYS).decode()
+            except TypeError as e:
+                raise SerializationError(data, e)
+
+    return OrjsonSerializer()

@@ -8,11 +8,12 @@ other call, and every error message is redacted with that config before it leave
 """
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable
+
+import orjson
 
 from esmem.index.connection import ConnectionConfig, redact_text
 from esmem.errors import (AuthenticationFailed, EngineError, EngineUnavailable, NotFound, TLSFailure, UnsupportedEngine,
@@ -23,6 +24,12 @@ for _name in ("opensearch", "elastic_transport.transport"):
     logging.getLogger(_name).setLevel(logging.ERROR)
 
 Recorder = Callable[[str, str, Any, dict[str, Any] | None], None]
+
+
+def ndjson(lines: Iterable[Any]) -> bytes:
+    """An NDJSON body (`_bulk`, `_msearch`) as UTF-8 bytes. orjson: a bulk of plain writes spent
+    about a tenth of its time in json.dumps (#18)."""
+    return b"".join(orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS) + b"\n" for line in lines)
 
 
 @dataclass(frozen=True)
@@ -171,7 +178,7 @@ class Engine:
 
     def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         headers = {"accept": "application/json"}
-        if isinstance(body, str):
+        if isinstance(body, (str, bytes)):
             headers["content-type"] = "application/x-ndjson"
         elif body is not None:
             headers["content-type"] = "application/json"
@@ -185,9 +192,8 @@ class Engine:
     # -- typed helpers -----------------------------------------------------------------------
     def bulk(self, lines: Iterable[dict[str, Any]], *, refresh: str | None = None) -> dict[str, Any]:
         """`_bulk` with NDJSON built from action/source dicts; callers read the per-item results."""
-        payload = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
         params = {"refresh": refresh} if refresh else None
-        return self.request("POST", "/_bulk", payload, params)
+        return self.request("POST", "/_bulk", ndjson(lines), params)
 
     def cluster_health(self) -> dict[str, Any]:
         return self.request("GET", "/_cluster/health")
