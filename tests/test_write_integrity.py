@@ -428,6 +428,27 @@ def test_interrupted_import_says_how_far_it_got(engine, installed, relay: Relay,
     assert MemoryStore(engine, installed).count("far", status=None) == 450
 
 
+@pytest.mark.plain_http  # the TCP relay forwards plain HTTP
+def test_interrupted_merge_import_counts_only_the_written_prefix(engine, installed, relay: Relay, tmp_path: Path) -> None:
+    """Line 2 updates line 1, so it waits for the next batch while lines 3-7 are written with line 1
+    (#18): when that batch is cut, the message counts the lines before the first one not written."""
+    lines = [{"id": "a", "kind": "rule", "content": "the deploy window is Friday 18:00 for the billing service"},
+             {"id": "b", "kind": "rule", "content": "the deploy window is Friday 20:00 for the billing service"},
+             *({"id": f"n{i}", "content": f"note {i} on subject{i} and thing{i}"} for i in range(5))]
+    path = tmp_path / "update.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+    relay.arm("_bulk", 2, cut="before")  # 1: the first batch's creates; 2: line 2's retire of line 1
+    args = ["--url", relay.url, "--prefix", installed, "import", str(path), "-n", "pre"]
+    res = CliRunner().invoke(cli, args)
+    assert res.exit_code == 2 and "1 of 7 lines are durably imported (up to line 1)" in res.output, res.output
+    store = MemoryStore(engine, installed)
+    assert store.count("pre", status=None) == 6  # lines 1 and 3-7
+    relay.heal()
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0 and "1 merged" in again.stdout and "6 already imported" in again.stdout, again.output
+    assert store.count("pre", status=None) == 7 and store.count("pre") == 6
+
+
 def test_engine_down_only_signals_its_own_engine(tmp_path: Path) -> None:
     stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:

@@ -119,6 +119,8 @@ class Writer:
         Everything is validated before the first write. Each memory has a deterministic id, so
         running the same input again (after a crash, a cut connection, or just twice) converges to
         the state of one clean run; memories already written come back with `replayed=True`.
+        `progress(n)`: n more of the leading memories are written (a prefix of the input, so an
+        interrupted import can say up to which line everything is durable; later ones may be too).
         Merge decisions follow input order: a memory's look-up sees every earlier memory it could
         merge with. One that could merge with an earlier memory of its batch (or repeats its id)
         waits for the next batch, with every later one that could merge with it; the others stay
@@ -133,13 +135,17 @@ class Writer:
                     self._explicit(d, doc_id)
         results: dict[int, WriteResult] = {}
         todo = list(range(len(pairs)))
+        durable = 0  # every memory before this position is written
         while todo:
             batch = self._batch(pairs, todo, batch_size)
             at = {pairs[n][0]: n for n in batch}  # ids are unique within a batch
             done = self._write_batch([pairs[n] for n in batch], dry_run)
             results.update((at[doc_id], result) for doc_id, result in done)
-            if progress:
-                progress(len(done))
+            before = durable
+            while durable in results:
+                durable += 1
+            if progress and durable > before:
+                progress(durable - before)
             ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
             todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
         if not self.merge.enabled and not dry_run:
