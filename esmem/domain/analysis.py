@@ -131,7 +131,7 @@ def truncate_query(text: str, max_terms: int) -> str:
 
     A match query builds one clause per token; a 10 KB query would exceed the engine's clause
     limit (1024), so recall keeps the first terms instead of failing."""
-    if len(text) <= max_terms:  # a token takes at least one character (a CJK bigram: one more)
+    if len(text) <= max_terms:  # the count below never exceeds the number of characters
         return text
     count = 0
     for raw, start, end in _segments(text):
