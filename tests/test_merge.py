@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from esmem.domain.merge import Candidate, MergePolicy, decide, jaccard, overlap
+from esmem.domain.merge import Candidate, MergePolicy, could_merge, decide, jaccard, overlap
 from esmem.errors import ConfigError
 
 
@@ -51,3 +53,18 @@ def test_disabled_policy_always_adds_and_bad_policy_is_refused() -> None:
         MergePolicy(min_overlap=0)
     with pytest.raises(ConfigError):
         MergePolicy(candidates=0)
+
+
+WORDS = ["deploy", "friday", "billing", "window", "redis", "cache", "部署", "缓存", "18:00", "20:00", "team", "coffee"]
+
+
+@given(a=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), b=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+       kind=st.sampled_from(["rule", "event"]), min_overlap=st.sampled_from([0.3, 0.5, 0.95]),
+       dup_overlap=st.sampled_from([0.4, 0.9]))
+def test_could_merge_is_exactly_when_decide_merges_on_words(a, b, kind, min_overlap, dup_overlap) -> None:
+    """The write path's batching and settle filter (could_merge) agree with decide whenever BM25 passes:
+    a pair it rules out is never merged, a pair it lets through is."""
+    policy = MergePolicy(min_overlap=min_overlap, dup_overlap=dup_overlap)
+    new, old = " ".join(a), " ".join(b)
+    merged = decide(new, kind, [cand("o", old, 100.0, kind)], policy).action != "add"
+    assert could_merge(new, old, kind, policy) == merged

@@ -84,6 +84,19 @@ def jaccard(a: str, b: str) -> float:
     return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
 
 
+def could_merge(a: str, b: str, kind: str, policy: MergePolicy) -> bool:
+    """Whether `decide`'s lexical rules could merge two memories of `kind` with these contents, whatever
+    their BM25: a restatement (Jaccard >= dup_overlap) or, for a kind that can be superseded, an update
+    (overlap >= min_overlap). The write path keeps such pairs out of one batch and looks up again, in the
+    settle step, only memories with such a pair among what was written since."""
+    ta, tb = _sets(a, b)
+    if not ta or not tb:
+        return False
+    common = len(ta & tb)
+    return common / len(ta | tb) >= policy.dup_overlap or (
+        kind not in policy.never_supersede and common / min(len(ta), len(tb)) >= policy.min_overlap)
+
+
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
            valid_from: str | None = None, verdicts: Mapping[str, bool] | None = None) -> Decision:
     """Pure decision over the lookup's candidates (already same namespace, active, same kind).

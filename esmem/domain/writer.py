@@ -16,9 +16,8 @@ from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
 from esmem.domain.pinned import derive_applies_to
-from esmem.domain.merge import Candidate, Decision, MergePolicy, decide, overlap
+from esmem.domain.merge import Candidate, Decision, MergePolicy, could_merge, decide
 from esmem.domain.merge_judge import MergeJudge, verdicts
-from esmem.domain.merge import jaccard as text_jaccard
 from esmem.domain.types import Memory, MemoryInput, WriteResult
 from esmem.domain.validate import Limits, document
 from esmem.errors import EngineError, InvalidInput, InvalidItem
@@ -166,9 +165,8 @@ class Writer:
             doc_id, d = pairs[n]
             if self.merge.enabled:
                 key = (d["namespace"], d["kind"])
-                same, floor = (text_jaccard, self.merge.dup_overlap) if d["kind"] in self.merge.never_supersede \
-                    else (overlap, self.merge.min_overlap)
-                if doc_id in ids or any(same(d["content"], prev) >= floor for prev in taken[key] + waiting[key]):
+                if doc_id in ids or any(could_merge(d["content"], prev, d["kind"], self.merge)
+                                        for prev in taken[key] + waiting[key]):
                     waiting[key].append(d["content"])
                     ids.add(doc_id)
                     continue
@@ -477,10 +475,9 @@ class Writer:
 
     def _may_have_twins(self, written: list[tuple[str, dict[str, Any]]],
                         seen: int | None) -> list[tuple[str, dict[str, Any]]]:
-        """The written memories whose settle look-up could find a twin (#18). Without a judge a twin is
-        of the same kind and shares at least min(min_overlap, dup_overlap) of the smaller token set
-        (merge.decide's rules), so one read of the active memories written since `seen` rules out the
-        rest and their look-ups are skipped, with the same outcome. A full page: look everything up."""
+        """The written memories whose settle look-up could find a twin (#18). Without a judge a twin is a
+        same-kind memory written since `seen` that `merge.could_merge` accepts, so one read of those rules
+        out the rest and their look-ups are skipped, with the same outcome. A full page: look everything up."""
         if self.judge is not None or seen is None or not written:
             return written
         size = min(10 * len(written) + 100, 10_000)
@@ -491,9 +488,9 @@ class Writer:
         since: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
         for h in hits:
             since[(h["_source"]["namespace"], h["_source"]["kind"])].append((h["_id"], h["_source"]["content"]))
-        floor = min(self.merge.min_overlap, self.merge.dup_overlap)
         return [(doc_id, d) for doc_id, d in written if any(
-            other != doc_id and overlap(d["content"], content) >= floor for other, content in since[(d["namespace"], d["kind"])])]
+            other != doc_id and could_merge(d["content"], content, d["kind"], self.merge)
+            for other, content in since[(d["namespace"], d["kind"])])]
 
     def _retire(self, namespace: str, loser: str, winner: str) -> None:
         """Mark `loser` superseded by `winner` (atomic: only if still active) and link it from the winner."""

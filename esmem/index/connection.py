@@ -210,8 +210,9 @@ class ConnectionConfig:
                 kw.update(client_cert=self.client_cert, client_key=self.client_key)
         return OpenSearch([self.url], **kw)
 
-    def elasticsearch_client(self) -> Any:  # its transport's default serializer (not run here: no Elasticsearch)
-        """An elasticsearch-py client with these options."""
+    def elasticsearch_client(self) -> Any:
+        """An elasticsearch-py client with these options (its transport's default serializer: orjson
+        is not wired in here, since no Elasticsearch engine can run these tests)."""
         from elasticsearch import Elasticsearch
 
         if self.aws_region:
