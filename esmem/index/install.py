@@ -121,7 +121,7 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *
     root = assets_root()
     # the engine's BM25 scale (EngineInfo.bm25_boost) goes with the policy into the lexical clauses
     variables = {**search_variables(prefix, params, evergreen_kinds), "bm25_boost": engine.info.bm25_boost,
-                 "family": engine.info.family, "leg": "bm25"}
+                 "family": engine.info.family, "leg": "bm25", "vectors": embedding is not None}
     body = index_body(engine, prefix, shards, replicas, embedding)
     out = [Artifact("index_template", names.index_template, body, _digest(body["template"]))]
     for path in sorted((root / "painless").glob("*.painless")):
@@ -383,7 +383,9 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
     the default (off) leaves the clause out."""
     rescore = out.get("rescore")
     fs = _fused(out)
-    flt, should = fs["query"]["bool"]["filter"], fs["query"]["bool"]["should"]
+    should = fs["query"]["bool"]["should"]
+    # the rescore re-scores hits the first phase filtered, so only that phase carries the filters
+    flt = (out["query"] if rescore else fs["query"])["bool"]["filter"]
     kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
     lexical = should[0]["bool"]["should"]  # boosted by bm25_boost
     mnm = _mnm(out) or (_mnm(with_mnm) if with_mnm else None)
