@@ -18,7 +18,7 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.engine import Engine
-from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding
+from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding, uninstall
 from esmem.values import epoch_ms, parse_time
 from semantic_support import minilm
 
@@ -210,3 +210,30 @@ def test_a_pinned_memory_reaches_the_ranking_through_the_lexical_gate_only(seman
     assert allergy.id in [m.id for m in res.pinned]
     open_ = semantic.recall(query, "pin", 4, now=NOW, touch=False, params=RecallParams(pinned=0))
     assert allergy.id in [r.memory.id for r in open_.items]  # the kNN leg does find it: the gate is what holds it
+
+
+def test_only_an_index_with_vectors_leaves_them_out_of_lookup_and_pinned_hits(engine, semantic, prefix) -> None:
+    # a source filter costs the engine a parse per hit (#18): rendered only where there is a vector to drop
+    semantic.remember_many(PETS)
+    install(engine, f"{prefix}lex")
+    try:
+        lexical = MemoryStore(engine, f"{prefix}lex", merge=MergePolicy(enabled=False), clock=lambda: NOW)
+        lexical.remember_many(PETS)
+        _lookup_and_pinned_hits(engine, [(semantic, True), (lexical, False)])
+    finally:
+        uninstall(engine, f"{prefix}lex")
+
+
+def _lookup_and_pinned_hits(engine, stores) -> None:
+    for store, vectors in stores:
+        store.catalog.refresh()
+        for template, params in (("lookup", {"namespace": "u", "query": "kitten Miso"}),
+                                 ("pinned", {"namespace": "u", "query": "wifi password", "importance_floor": 1})):
+            body = engine.request("POST", "/_render/template", {"id": f"{store.catalog.names.prefix}-{template}",
+                                                                 "params": params})["template_output"]
+            assert ("_source" in body) is vectors, template
+            hits = engine.request("POST", f"/{store.alias}/_search/template",
+                                  {"id": f"{store.catalog.names.prefix}-{template}", "params": params},
+                                  params={"routing": "u"})["hits"]["hits"]
+            assert hits and all(("embedding" in h["_source"]) is False for h in hits), template
+            assert all(h["_source"]["content"] for h in hits)
