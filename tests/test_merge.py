@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esmem.domain.merge import Candidate, MergePolicy, could_merge, decide, jaccard, overlap
+from esmem.domain.merge import Candidate, Mergeable, MergePolicy, could_merge, decide, jaccard, overlap
 from esmem.errors import ConfigError
 
 
@@ -68,3 +68,15 @@ def test_could_merge_is_exactly_when_decide_merges_on_words(a, b, kind, min_over
     new, old = " ".join(a), " ".join(b)
     merged = decide(new, kind, [cand("o", old, 100.0, kind)], policy).action != "add"
     assert could_merge(new, old, kind, policy) == merged
+
+
+@given(earlier=st.lists(st.lists(st.sampled_from(WORDS), max_size=6), max_size=8),
+       new=st.lists(st.sampled_from(WORDS), max_size=6), kind=st.sampled_from(["rule", "event"]),
+       min_overlap=st.sampled_from([0.3, 0.5, 0.95]), dup_overlap=st.sampled_from([0.4, 0.9]))
+def test_mergeable_answers_could_merge_against_every_added_content(earlier, new, kind, min_overlap, dup_overlap) -> None:
+    """The token index a long write keeps per group (#18) says yes exactly when some pair would."""
+    policy = MergePolicy(min_overlap=min_overlap, dup_overlap=dup_overlap)
+    index = Mergeable(kind, policy)
+    for words in earlier:
+        index.add(" ".join(words))
+    assert index.any(" ".join(new)) == any(could_merge(" ".join(new), " ".join(w), kind, policy) for w in earlier)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -330,3 +331,76 @@ def test_settle_skips_the_look_ups_when_nothing_written_since_could_merge(clocke
     store.remember_many([MemoryInput("the payments service deploys on Mondays", "settle", kind="fact"),
                          MemoryInput("the checkout service runs canaries first", "settle", kind="fact")])
     assert len(searches) == 1 and [s.template for s in searches[0]].count("lookup") == 2
+
+
+def _everything(store: MemoryStore) -> dict:
+    """Every memory of the index: status, links and counters (`recorded_at`, wall-clock, left out)."""
+    store.engine.request("POST", f"/{store.alias}/_refresh")
+    hits = store.engine.request("POST", f"/{store.alias}/_search", {"size": 10000, "sort": ["_doc"]})["hits"]["hits"]
+    return {h["_id"]: {k: v for k, v in h["_source"].items() if k != "recorded_at"} for h in hits}
+
+
+@pytest.mark.fresh_prefix("deletes and re-creates the index between its two runs")
+def test_a_long_write_into_new_groups_skips_look_ups_and_decides_as_with_them(engine, installed, monkeypatch) -> None:
+    """#18: in a (namespace, kind) group that held no active memory when a long write began, a memory
+    that none of the write's earlier ones could merge with is added without a look-up. The results
+    (but the candidate scores of those adds) and every stored document equal a run that looks all up."""
+    from esmem.apps.bench import generate
+    from esmem.domain.writer import Novelty
+    from esmem.index.install import current_index, install
+
+    items = generate(400, 3, seed=1, now=NOW).inputs()
+    runs = []
+    for skip in (False, True):
+        if runs:  # the same empty index again (a deleted document would stay in BM25's statistics)
+            engine.request("DELETE", f"/{current_index(engine, installed)}")
+            install(engine, installed)
+        with monkeypatch.context() as m:
+            if not skip:
+                m.setattr(Novelty, "skips", lambda self, doc: False)
+            store = MemoryStore(engine, installed, clock=lambda: NOW)
+            searches: list[str] = []
+            real = store.catalog.msearch
+
+            def recorded(batch, what):
+                searches.extend(s.template for s in batch)
+                return real(batch, what)
+
+            store.catalog.msearch = recorded
+            results = store.remember_many(items, batch_size=40)
+            runs.append(([replace(r, scores={}) for r in results], _everything(store), searches.count("lookup")))
+    (looked, stored, all_lookups), (skipped, stored_skipping, lookups) = runs
+    assert {r.action for r in looked} >= {"added", "duplicate", "superseded"}
+    assert skipped == looked and stored_skipping == stored
+    assert all_lookups >= len(items) - 40 and lookups < all_lookups / 2
+
+
+def test_a_write_that_skipped_look_ups_settles_with_a_twin_written_before_its_batch(clocked: MemoryStore) -> None:
+    """#18: another writer adds a twin to a group the long write found empty, after the write's last read
+    of what others wrote and before the batch whose memory it twins: that memory is added without a
+    look-up, and the settle step, reading what was written since the last read, retires the older one."""
+    store = clocked
+    other = MemoryStore(store.engine, store.catalog.names.prefix, clock=lambda: NOW)
+    fillers = [MemoryInput(text, "fresh", kind="fact", valid_from=NOW - 9 * DAY) for text in (
+        "Alice owns the billing dashboards", "the search cluster has three nodes", "auth tokens expire after 1h",
+        "checkout runs canaries first")]
+    late = MemoryInput("the payments service deploys on Mondays", "fresh", kind="fact", valid_from=NOW - DAY)
+    searches: list[list] = []
+    real = store.catalog.msearch
+    twin: list = []
+
+    def recorded(batch, what):
+        out = real(batch, what)
+        searches.append([s.template for s in batch])
+        if len(searches) == 1:  # after the first batch's read: the twin appears
+            twin.append(other.remember("payments service deploys on Mondays", "fresh", kind="fact",
+                                       valid_from=NOW - 2 * DAY))
+        return out
+
+    store.catalog.msearch = recorded
+    new = store.remember_many(fillers + [late], batch_size=4)
+    assert new[-1].action == "added" and "lookup" not in searches[1][:-1]  # decided without a look-up
+    assert searches[0][-1] == "groups" and searches[1][-1] == "written_since"
+    older = store.get("fresh", twin[0].id)
+    assert older.status == "superseded" and older.superseded_by == new[-1].id
+    assert store.get("fresh", new[-1].id).status == "active"

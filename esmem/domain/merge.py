@@ -22,6 +22,7 @@ ever de-duplicated, not superseded.
 """
 from __future__ import annotations
 
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
@@ -95,6 +96,32 @@ def could_merge(a: str, b: str, kind: str, policy: MergePolicy) -> bool:
     common = len(ta & tb)
     return common / len(ta | tb) >= policy.dup_overlap or (
         kind not in policy.never_supersede and common / min(len(ta), len(tb)) >= policy.min_overlap)
+
+
+class Mergeable:
+    """Contents of one kind, indexed by search token, so `could_merge` of a new memory against all of
+    them costs its shared tokens' postings rather than one comparison per content (#18: a long write
+    asks it of every memory against every earlier one of its group)."""
+
+    def __init__(self, kind: str, policy: MergePolicy):
+        self.kind, self.policy = kind, policy
+        self._sizes: list[int] = []
+        self._postings: dict[str, list[int]] = defaultdict(list)
+
+    def add(self, content: str) -> None:
+        ta = _token_set(content)
+        for t in ta:
+            self._postings[t].append(len(self._sizes))
+        self._sizes.append(len(ta))
+
+    def any(self, content: str) -> bool:
+        """Whether `could_merge(content, c, kind, policy)` holds for some added content c."""
+        ta = _token_set(content)
+        common = Counter(i for t in ta for i in self._postings.get(t, ()))
+        supersedes = self.kind not in self.policy.never_supersede
+        return any(n / (len(ta) + self._sizes[i] - n) >= self.policy.dup_overlap
+                   or supersedes and n / min(len(ta), self._sizes[i]) >= self.policy.min_overlap
+                   for i, n in common.items())
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,

@@ -16,7 +16,7 @@ from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
 from esmem.domain.pinned import derive_applies_to
-from esmem.domain.merge import Candidate, Decision, MergePolicy, could_merge, decide
+from esmem.domain.merge import Candidate, Decision, Mergeable, MergePolicy, could_merge, decide
 from esmem.domain.merge_judge import MergeJudge, verdicts
 from esmem.domain.types import Memory, MemoryInput, WriteResult
 from esmem.domain.validate import Limits, document
@@ -25,6 +25,57 @@ from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.values import iso
 
 MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
+
+
+class Novelty:
+    """What a long write knows of the (namespace, kind) groups that held no active memory when it began
+    (#18: an import into a new namespace). In such a group every memory a merge look-up could find is
+    one of the write's own earlier memories or one another writer added since, which the write reads
+    after each batch; a memory that none of them `could_merge` with is decided "add" without a look-up
+    (its result then lists no candidate scores). `cover`: every write numbered up to it is known here,
+    so the settle step of a batch that skipped look-ups looks at what was written after `cover`."""
+
+    def __init__(self, policy: MergePolicy, groups: set[tuple[str, str]], page: int):
+        self.policy, self.groups, self.page = policy, groups, page
+        self.empty: set[tuple[str, str]] | None = None  # known from the first batch's read on
+        self.cover: int | None = None
+        self.own: set[str] = set()
+        self._known: dict[tuple[str, str], Mergeable] = {}
+
+    def skips(self, doc: Mapping[str, Any]) -> bool:
+        key = (doc["namespace"], doc["kind"])
+        if self.empty is None or self.cover is None or key not in self.empty:
+            return False
+        return key not in self._known or not self._known[key].any(doc["content"])
+
+    def learn(self, doc: Mapping[str, Any]) -> None:
+        key = (doc["namespace"], doc["kind"])
+        if key not in self._known:
+            self._known[key] = Mergeable(doc["kind"], self.policy)
+        self._known[key].add(doc["content"])
+
+    def search(self) -> Search:
+        """The read a batch adds to its look-ups: the groups holding active memories (first batch), then
+        what was written in the empty groups' namespaces after `cover`."""
+        if self.empty is None:
+            return Search("groups", {"namespaces": sorted({ns for ns, _ in self.groups})})
+        return Search("written_since", {"namespaces": sorted({ns for ns, _ in self.empty}),
+                                        "after_seq_no": self.cover, "size": self.page})
+
+    def read(self, resp: Mapping[str, Any]) -> bool:
+        """Take in the answer to `search()`; False: it was cut short (a full page, a truncated
+        aggregation) or left nothing to skip, so nothing may be skipped from now on."""
+        if self.empty is None:
+            ns = resp["aggregations"]["ns"]
+            if ns["sum_other_doc_count"] or any(b["kind"]["sum_other_doc_count"] for b in ns["buckets"]):
+                return False
+            self.empty = self.groups - {(b["key"], k["key"]) for b in ns["buckets"] for k in b["kind"]["buckets"]}
+            return bool(self.empty)
+        hits = resp["hits"]["hits"]
+        for h in hits:
+            if h["_id"] not in self.own:
+                self.learn(h["_source"])
+        return len(hits) < self.page
 
 
 def candidates(resp: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
@@ -42,6 +93,7 @@ class Writer:
         self.semantic = semantic  # optional (esmem/domain/hybrid.py): every memory gets a vector
         self.judge = judge  # optional (esmem/domain/merge_judge.py): decides supersede instead of the lexical rule
         self._known: dict[tuple[str, str], bool] = {}  # the judge's answers within one write
+        self._novelty: Novelty | None = None  # within one long write, without a judge
         self.merge = merge
         self.scorer = scorer
         self.limits = limits
@@ -89,7 +141,9 @@ class Writer:
     @staticmethod
     def _candidates(responses: Sequence[Mapping[str, Any]], exclude: str | None = None) -> list[Candidate]:
         """The lookup legs' candidates, BM25's first; one only the kNN leg found has bm25 0, so the
-        lexical supersede rule never takes it (a judge may)."""
+        lexical supersede rule never takes it (a judge may). No responses: a look-up the write skipped."""
+        if not responses:
+            return []
         out = {c.id: c for c in candidates(responses[0], exclude)}
         for resp in responses[1:]:
             for c in candidates(resp, exclude):
@@ -126,6 +180,9 @@ class Writer:
         (#18: cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
         pairs = self._prepare(items)
         self._known = {}
+        self._novelty = Novelty(self.merge, {(d["namespace"], d["kind"]) for _, d in pairs},
+                                min(10 * batch_size + 100, 10_000)) \
+            if self.merge.enabled and self.judge is None and len(pairs) > batch_size else None
         explicit = [(i, d) for i, d in pairs if d.get("supersedes")]
         if explicit:  # an unknown predecessor fails before anything is written (unless already done)
             found = self._existing(explicit)
@@ -140,6 +197,10 @@ class Writer:
             at = {pairs[n][0]: n for n in batch}  # ids are unique within a batch
             done = self._write_batch([pairs[n] for n in batch], dry_run)
             results.update((at[doc_id], result) for doc_id, result in done)
+            if self._novelty:
+                for doc_id, _ in done:
+                    self._novelty.own.add(doc_id)
+                    self._novelty.learn(pairs[at[doc_id]][1])
             before = durable
             while durable in results:
                 durable += 1
@@ -198,17 +259,29 @@ class Writer:
         # an interrupted run left behind, and the merge candidates of every memory up to the first replay.
         searches = [self._restated_search(fresh)] if fresh else []
         legs: list[list[Search]] = []
+        novelty, skipped = self._novelty, False
         if head:
             searches.append(self._superseded_by_search([i for i, _ in head]))
             if self.merge.enabled:
-                legs = [self._lookups(d) for _, d in head]
+                legs = [[] if novelty and novelty.skips(d) else self._lookups(d) for _, d in head]
+                skipped = any(not group for group in legs)
                 searches += [s for group in legs for s in group]
+                if novelty:
+                    searches.append(novelty.search())
         # Every write numbered up to `seen` is in the look-ups below (read before the refresh): the settle
         # step then needs to look only at what was written after it (#18; None: look at everything).
         seen = self.catalog.checkpoint() if self.merge.enabled and head else None
         if searches:
             self.catalog.refresh()  # the retires and restates of earlier batches are searchable
         responses = self.catalog.msearch(searches, "merge lookup") if searches else []
+        # A batch that skipped look-ups decided on what was known up to the novelty's cover: its settle
+        # step looks at what was written after that.
+        settle_from = novelty.cover if skipped and novelty else seen
+        if novelty and head and self.merge.enabled:
+            if seen is not None and novelty.read(responses[-1]):
+                novelty.cover = seen
+            else:
+                self._novelty = None
         restated = self._restated_in(responses[0], fresh) if fresh else {}
         known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
         if known(pairs[0]):
@@ -238,7 +311,7 @@ class Writer:
         batch, decisions = [p for p, _ in keep], [d for _, d in keep]
         if dry_run:
             return [(i, self._result(i, d, dry_run=True)) for (i, _), d in zip(batch, decisions)]
-        done = self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed, seen)
+        done = self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed, settle_from)
         return list(zip([i for i, _ in batch], done))
 
     def _write_plain(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
