@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -410,6 +411,30 @@ def test_grant_refuses_bad_input(world: World, tmp_path) -> None:
     with pytest.raises(InvalidInput):
         grant(world.admin, world.prefix, "ok-user", [], tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_concurrent_grants_all_take_effect(world: World, secured: embedded.Running, tmp_path) -> None:
+    """The security plugin keeps every role in one versioned document: admins granting at the same
+    time conflict (409) though they touch different users. Each grant is retried and takes effect."""
+    users = [f"par{uuid.uuid4().hex[:6]}" for _ in range(6)]
+
+    def one(user: str) -> None:
+        grant(world.admin, world.prefix, user, [A], tmp_path / f"{user}.pw")
+
+    try:
+        with ThreadPoolExecutor(len(users)) as pool:
+            list(pool.map(one, users))
+        for user in users:
+            agent = Engine(ConnectionConfig(url=secured.url, ca_certs=str(secured.ca), username=user,
+                                            password=(tmp_path / f"{user}.pw").read_text().strip()))
+            try:  # confined as granted: all of A, none of B
+                mine = MemoryStore(agent, world.prefix)
+                assert mine.count(A) == MemoryStore(world.admin, world.prefix).count(A) > 0 and mine.count(B) == 0
+            finally:
+                agent.close()
+    finally:
+        for user in users:
+            revoke(world.admin, world.prefix, user)
 
 
 def test_role_documents_match_between_families() -> None:

@@ -15,11 +15,12 @@ import json
 import os
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from esmem.errors import EngineError, InvalidInput, NotFound
+from esmem.errors import EngineError, InvalidInput, NotFound, VersionConflict
 from esmem.index.engine import Engine
 from esmem.index.install import Names
 from esmem.values import check_namespace
@@ -90,6 +91,19 @@ def _secret(path: Path) -> tuple[str, bool]:
     return value, True
 
 
+def _security(engine: Engine, method: str, path: str, body: Any = None, attempts: int = 8) -> Any:
+    """One call of the security plugin's REST API. It keeps all roles (all users, all mappings) in one
+    versioned document, so two admins granting at once conflict (409) though they touch different
+    entries; the calls are idempotent, so a conflict is retried."""
+    for attempt in range(attempts):
+        try:
+            return engine.request(method, path, body)
+        except VersionConflict:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+
+
 def grant(engine: Engine, prefix: str, user: str, namespaces: Sequence[str], secret_file: Path) -> Grant:
     """Create or update `user` (role `esmem-<prefix>-<user>`) confined to `namespaces`; idempotent."""
     if not USER_RE.match(user or ""):
@@ -103,10 +117,10 @@ def grant(engine: Engine, prefix: str, user: str, namespaces: Sequence[str], sec
     password, _ = _secret(secret_file)
     api = "/_plugins/_security/api"
     try:
-        engine.request("PUT", f"{api}/roles/{role}", role_body(prefix, ns))
-        engine.request("PUT", f"{api}/internalusers/{user}",
-                       {"password": password, "backend_roles": [], "attributes": {"esmem_prefix": prefix}})
-        engine.request("PUT", f"{api}/rolesmapping/{role}", {"users": [user]})
+        _security(engine, "PUT", f"{api}/roles/{role}", role_body(prefix, ns))
+        _security(engine, "PUT", f"{api}/internalusers/{user}",
+                  {"password": password, "backend_roles": [], "attributes": {"esmem_prefix": prefix}})
+        _security(engine, "PUT", f"{api}/rolesmapping/{role}", {"users": [user]})
     except NotFound:
         raise EngineError("this OpenSearch has no security plugin: nothing can confine an agent") from None
     return Grant(user, role, ns, secret_file)
@@ -134,7 +148,7 @@ def revoke(engine: Engine, prefix: str, user: str) -> bool:
     removed = False
     for path in (f"{api}/rolesmapping/{role}", f"{api}/internalusers/{user}", f"{api}/roles/{role}"):
         try:
-            engine.request("DELETE", path)
+            _security(engine, "DELETE", path)
             removed = True
         except NotFound:
             pass
