@@ -16,6 +16,7 @@ the `secured` fixture (security-specific tests) uses it too, or starts a tempora
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -162,14 +163,28 @@ class Engines:
 _ENGINES = Engines()
 
 
+_FOUND_ENV = "ESMEM_TEST_FOUND"  # the engines the first process found, for its pytest-xdist workers
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") and os.environ.get(_FOUND_ENV):
+        # a pytest-xdist worker: the controller found (or started) the engines, and stops them
+        _ENGINES.found, _ENGINES.started_in = json.loads(os.environ[_FOUND_ENV])
+        if "secured" in _ENGINES.found:
+            _ENGINES.secured = embedded.read_state(Path(os.environ["ESMEM_SECURE_HOME"]) / "engine")
+        return
     _ENGINES.discover()
+    os.environ[_FOUND_ENV] = json.dumps([_ENGINES.found, _ENGINES.started_in])  # inherited by workers
+    os.environ[_GROUPS_ENV] = tempfile.mkdtemp(prefix="esmem-test-groups-")
     if (os.environ.get("ESMEM_REQUIRE_ENGINE") == "1"
             and (not _ENGINES.found or (os.environ.get("ESMEM_SECURE_HOME") and "secured" not in _ENGINES.found))):
         raise pytest.UsageError("ESMEM_REQUIRE_ENGINE=1 but no engine is available: " + "; ".join(_ENGINES.problems))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput"):
+        os.environ.pop(_FOUND_ENV, None)
+        shutil.rmtree(os.environ.pop(_GROUPS_ENV, ""), ignore_errors=True)
     _ENGINES.stop()
 
 
@@ -179,14 +194,23 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 # One summary line per engine: the outcome of every test that ran on it (setup errors count as failed).
+# The engine's name travels in the report (user_properties), so a pytest-xdist controller counts too.
 _OUTCOMES: dict[str, Counter] = defaultdict(Counter)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = (yield).get_result()
-    params = getattr(getattr(item, "callspec", None), "params", {})
-    name = params.get("engine_url")
+    name = getattr(getattr(item, "callspec", None), "params", {}).get("engine_url")
+    if name:
+        report.user_properties.append(("esmem_engine", name))
+    while _REINSTALLED_NOW:  # found while setting this test up: said in the run's summary
+        report.user_properties.append(("esmem_reinstalled", _REINSTALLED_NOW.pop()))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    SHARED_PREFIX_REINSTALLED.extend(v for k, v in report.user_properties if k == "esmem_reinstalled")
+    name = dict(report.user_properties).get("esmem_engine")
     if name and (report.when == "call" or report.outcome != "passed"):
         _OUTCOMES[name]["passed" if report.passed else "skipped" if report.skipped else "failed"] += 1
 
@@ -202,6 +226,45 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             f"esmem engine {name} ({version}): {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
     for test in SHARED_PREFIX_REINSTALLED:
         terminalreporter.write_line(f"shared prefix reinstalled: {test} changed its artifacts; mark it fresh_prefix")
+
+
+# pytest-xdist (README "Tests"): the tests that use an engine's shared prefix run in one worker per
+# engine, one after the other as without workers, and so do the tests of the secured engine's own
+# fixture; every other test goes to whichever worker is free. Workers write which tests those are when
+# they collect (the controller sees only node ids).
+_GROUPS_ENV = "ESMEM_TEST_GROUPS"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if hasattr(config, "workerinput") and os.environ.get(_GROUPS_ENV):
+        groups = {}
+        for item in items:
+            engine = getattr(getattr(item, "callspec", None), "params", {}).get("engine_url")
+            if engine and "installed" in item.fixturenames and not item.get_closest_marker("own_engine"):
+                groups[item.nodeid] = engine
+            elif "secured" in item.fixturenames:  # one worker starts a temporary secured engine, if any
+                groups[item.nodeid] = "own secured"
+        path = Path(os.environ[_GROUPS_ENV]) / f"{config.workerinput['workerid']}.json"
+        path.write_text(json.dumps(groups))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByEngine(LoadScopeScheduling):
+        """A work unit per engine (its shared-prefix tests), and one per other test."""
+
+        _groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self._groups is None:  # all workers have collected when the first unit is made
+                self._groups = {}
+                for path in Path(os.environ[_GROUPS_ENV]).glob("*.json"):
+                    self._groups.update(json.loads(path.read_text()))
+            return f"engine {self._groups[nodeid]}" if nodeid in self._groups else nodeid
+
+    return ByEngine(config, log)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -314,7 +377,7 @@ class SharedPrefix:
 
     def reset(self, test: str) -> str:
         if _under(self.engine, self.name) != self.artifacts:
-            SHARED_PREFIX_REINSTALLED.append(f"{self.last_test} (on {self.engine.url})")
+            _REINSTALLED_NOW.append(f"{self.last_test} (on {self.engine.url})")
             uninstall(self.engine, self.name)
             self._install()
         elif self._written():
@@ -324,7 +387,9 @@ class SharedPrefix:
         return self.name
 
 
-# Tests that changed the shared prefix's artifacts without the `fresh_prefix` mark (see SharedPrefix).
+# Tests that changed the shared prefix's artifacts without the `fresh_prefix` mark (see SharedPrefix):
+# found by the process that ran them, reported with the next test's report to the one that prints.
+_REINSTALLED_NOW: list[str] = []
 SHARED_PREFIX_REINSTALLED: list[str] = []
 
 
