@@ -8,7 +8,9 @@ from click.testing import CliRunner
 from esmem.cli.main import cli
 from esmem.engines.embedded import free_port
 from esmem.errors import EngineUnavailable, NotFound, UnsupportedEngine
+from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine, detect
+from esmem.index.install import install, uninstall
 from fake_root import fake_root  # tests/fake_root.py (tests/ is on sys.path under pytest)
 
 
@@ -63,6 +65,20 @@ def test_adapter_maps_errors_and_records_requests(engine: Engine) -> None:
     with pytest.raises(NotFound):
         eng.request("GET", "/esmem-no-such-index-xyz/_doc/1")
     assert seen == [("GET", "/esmem-no-such-index-xyz/_doc/1", None, None)]
+
+
+@pytest.mark.fresh_prefix("uninstalls and installs its prefix again")
+def test_a_write_after_uninstall_creates_no_index_under_the_alias_name(engine: Engine, installed: str) -> None:
+    """A reheat write-back that outlives `uninstall` used to auto-create an index named like the alias,
+    and the next install of the prefix then failed ("an index exists with the same name as the alias")."""
+    store = MemoryStore(engine, installed)
+    memory = store.remember("the billing service owns invoices", "late")
+    alias = store.alias
+    uninstall(engine, installed)
+    resp = engine.bulk([{"update": {"_index": alias, "_id": memory.id, "routing": "late"}}, {"doc": {"x": 1}}])
+    assert resp["items"][0]["update"]["status"] == 404
+    assert engine.request("GET", f"/_cat/indices/{installed}-*", params={"format": "json"}) == []
+    install(engine, installed)  # the prefix installs again
 
 
 def test_nothing_listening_is_engine_unavailable() -> None:

@@ -501,6 +501,7 @@ def run_size(engine: Engine, prefix: str, size: int, *, namespaces: int, queries
                 "namespace_size": round(statistics.fmean(ns_sizes[q.namespace] for q in qs[:count])),
                 "paths": measure_repeated(calls, qs[:count], qs[count:], repeat,
                                           lambda n: progress.advance(task, n))})
+        paths.store.close()  # path (c)'s queued reheat write-backs land before the index is measured and removed
         run["index"]["force_merged"] = store_stats(engine, qprefix, force_merge=True)
         run["targets"] = targets(run)
         return run

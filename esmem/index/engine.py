@@ -191,8 +191,11 @@ class Engine:
 
     # -- typed helpers -----------------------------------------------------------------------
     def bulk(self, lines: Iterable[dict[str, Any]], *, refresh: str | None = None) -> dict[str, Any]:
-        """`_bulk` with NDJSON built from action/source dicts; callers read the per-item results."""
-        params = {"refresh": refresh} if refresh else None
+        """`_bulk` with NDJSON built from action/source dicts; callers read the per-item results. Every
+        action names the memories alias: `require_alias` keeps a write that outlived an uninstall (a
+        reheat write-back) from auto-creating an index under the alias's name, which would block the
+        next install of that prefix."""
+        params = {"require_alias": "true", **({"refresh": refresh} if refresh else {})}
         return self.request("POST", "/_bulk", ndjson(lines), params)
 
     def cluster_health(self) -> dict[str, Any]:
