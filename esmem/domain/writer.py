@@ -217,8 +217,7 @@ class Writer:
         merge with an earlier one, by the measure the decision uses; what could waits, and so does every
         later memory that could merge with one waiting. Looks at most 4 x batch_size memories ahead."""
         ids: set[str] = set()
-        taken: dict[tuple[str, str], list[str]] = defaultdict(list)
-        waiting: dict[tuple[str, str], list[str]] = defaultdict(list)
+        looked_at: dict[tuple[str, str], Mergeable] = {}  # per group: the memories taken or waiting
         batch: list[int] = []
         for looked, n in enumerate(todo):
             if len(batch) == batch_size or looked == 4 * batch_size:  # bounded: all alike is one at a time
@@ -226,12 +225,12 @@ class Writer:
             doc_id, d = pairs[n]
             if self.merge.enabled:
                 key = (d["namespace"], d["kind"])
-                if doc_id in ids or any(could_merge(d["content"], prev, d["kind"], self.merge)
-                                        for prev in taken[key] + waiting[key]):
-                    waiting[key].append(d["content"])
+                group = looked_at.get(key) or looked_at.setdefault(key, Mergeable(d["kind"], self.merge))
+                waits = doc_id in ids or group.any(d["content"])
+                group.add(d["content"])
+                if waits:
                     ids.add(doc_id)
                     continue
-                taken[key].append(d["content"])
             elif doc_id in ids:  # the same memory twice: the second is a replay of the first
                 break
             ids.add(doc_id)
