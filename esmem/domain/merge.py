@@ -91,11 +91,13 @@ def could_merge(a: str, b: str, kind: str, policy: MergePolicy) -> bool:
     (overlap >= min_overlap). The write path keeps such pairs out of one batch and looks up again, in the
     settle step, only memories with such a pair among what was written since."""
     ta, tb = _sets(a, b)
-    if not ta or not tb:
-        return False
-    common = len(ta & tb)
-    return common / len(ta | tb) >= policy.dup_overlap or (
-        kind not in policy.never_supersede and common / min(len(ta), len(tb)) >= policy.min_overlap)
+    return bool(ta and tb) and _merges(len(ta & tb), len(ta), len(tb), kind, policy)
+
+
+def _merges(common: int, a: int, b: int, kind: str, policy: MergePolicy) -> bool:
+    """The lexical rules on two token sets of sizes a and b sharing `common` tokens (both non-empty)."""
+    return common / (a + b - common) >= policy.dup_overlap or (
+        kind not in policy.never_supersede and common / min(a, b) >= policy.min_overlap)
 
 
 class Mergeable:
@@ -118,10 +120,7 @@ class Mergeable:
         """Whether `could_merge(content, c, kind, policy)` holds for some added content c."""
         ta = _token_set(content)
         common = Counter(i for t in ta for i in self._postings.get(t, ()))
-        supersedes = self.kind not in self.policy.never_supersede
-        return any(n / (len(ta) + self._sizes[i] - n) >= self.policy.dup_overlap
-                   or supersedes and n / min(len(ta), self._sizes[i]) >= self.policy.min_overlap
-                   for i, n in common.items())
+        return any(_merges(n, len(ta), self._sizes[i], self.kind, self.policy) for i, n in common.items())
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,

@@ -276,7 +276,7 @@ class Writer:
         # A batch that skipped look-ups decided on what was known up to the novelty's cover: its settle
         # step looks at what was written after that.
         settle_from = novelty.cover if skipped and novelty else seen
-        if novelty and head and self.merge.enabled:
+        if novelty and head:  # (a novelty exists only with merge on)
             if seen is not None and novelty.read(responses[-1]):
                 novelty.cover = seen
             else:
