@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from esmem.cli.main import cli
 from esmem.engines import embedded
 from esmem.engines import lockfile
-from esmem.errors import EsmemError
+from esmem.errors import ConfigError, EsmemError
 
 
 @pytest.mark.slow
@@ -49,6 +49,18 @@ def test_unknown_engine_and_missing_java_are_clear_errors() -> None:
         embedded.flavour("elasticsearch-9")
     with pytest.raises(EsmemError, match=r"a Java 99\+ runtime is needed .* found: "):
         embedded.find_java(99)
+
+
+def test_engine_java_opts_add_to_g1_unless_they_pick_a_collector(monkeypatch) -> None:
+    monkeypatch.delenv("ESMEM_ENGINE_JAVA_OPTS", raising=False)
+    assert embedded.java_opts() == ["-XX:+UseG1GC"]
+    monkeypatch.setenv("ESMEM_ENGINE_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -Dx='a b'")
+    assert embedded.java_opts() == ["-XX:+UseG1GC", "-XX:TieredStopAtLevel=1", "-Dx=a b"]
+    monkeypatch.setenv("ESMEM_ENGINE_JAVA_OPTS", "-XX:+UseSerialGC")  # two collectors: the JVM would not start
+    assert embedded.java_opts() == ["-XX:+UseSerialGC"]
+    monkeypatch.setenv("ESMEM_ENGINE_JAVA_OPTS", "-Dx='unclosed")
+    with pytest.raises(ConfigError, match="ESMEM_ENGINE_JAVA_OPTS"):
+        embedded.java_opts()
 
 
 def test_the_machines_jdks_are_found_by_version() -> None:

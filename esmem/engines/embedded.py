@@ -277,12 +277,16 @@ def _alive(pid: int) -> bool:
 
 
 def java_opts() -> list[str]:
-    """Extra JVM options from ESMEM_ENGINE_JAVA_OPTS (shell-quoted), after esmem's own. CI starts its
-    short-lived engines with `-XX:TieredStopAtLevel=1`: they compile less than they would ever gain."""
+    """JVM options: G1 (unless ESMEM_ENGINE_JAVA_OPTS picks another collector), then the extra ones
+    from ESMEM_ENGINE_JAVA_OPTS (shell-quoted). CI starts its short-lived engines with
+    `-XX:TieredStopAtLevel=1 -XX:+UseSerialGC`: they compile less than they would ever gain, and a
+    768 MB heap needs no concurrent collector (#10)."""
     try:
-        return shlex.split(os.environ.get("ESMEM_ENGINE_JAVA_OPTS", ""))
+        extra = shlex.split(os.environ.get("ESMEM_ENGINE_JAVA_OPTS", ""))
     except ValueError as e:
         raise ConfigError(f"ESMEM_ENGINE_JAVA_OPTS: {e}") from None
+    picks_gc = any(o.startswith("-XX:+Use") and o.endswith("GC") for o in extra)
+    return ([] if picks_gc else ["-XX:+UseG1GC"]) + extra
 
 def up(*, port: int | None = None, data: Path | None = None, home: Path | None = None,
        heap: str | None = None, timeout: float = 180.0, engine: str | None = None, nodes: int = 1,
@@ -343,7 +347,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
             "node.roles=" + ("cluster_manager,data,ingest" if names[i] in managers else "data,ingest"),
             "discovery.seed_hosts=" + ",".join(f"127.0.0.1:{t}" for t in transports),
             "cluster.initial_cluster_manager_nodes=" + ",".join(managers)])
-        cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-XX:+UseG1GC", "-Dlog4j2.disable.jmx=true", *java_opts(), *props,
+        cmd = [java, f"-Xms{heap}", f"-Xmx{heap}", "-Dlog4j2.disable.jmx=true", *java_opts(), *props,
                "-cp", cp,
                "dev.esmem.engine.EmbeddedNode", str(node_home), str(http_port), *extra]
         log = str(home / ("engine.log" if nodes == 1 else f"engine-{names[i]}.log"))
