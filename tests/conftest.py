@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import json
 import os
+
+# 4 workers on 2 cores: BLAS threads (MiniLM's matrix products) would only contend, at ~1.5x the CPU
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import shutil
 import subprocess
 import tempfile
@@ -29,6 +33,7 @@ from typing import Iterator
 
 import pytest
 
+from esmem.domain.hybrid import spec
 from esmem.domain.store import MemoryStore
 from esmem.engines import embedded
 from esmem.errors import EsmemError
@@ -228,25 +233,31 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(f"shared prefix reinstalled: {test} changed its artifacts; mark it fresh_prefix")
 
 
-# pytest-xdist (README "Tests"): the tests of one module that use an engine's shared prefix run in one
-# worker, one after the other as without workers, and so do the tests of the secured engine's own
-# fixture; every other test goes to whichever worker is free. Workers write which tests those are when
-# they collect (the controller sees only node ids).
+# pytest-xdist (README "Tests"): the tests of one module on one engine run in one worker, one after the
+# other as without workers, and so do the tests of the secured engine's own fixture. Workers write which
+# tests those are when they collect (the controller sees only node ids).
 _GROUPS_ENV = "ESMEM_TEST_GROUPS"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Each worker writes, for the scheduler below, the work unit of every test that shares one."""
+    """Each worker writes, for the scheduler below, every test's work unit and which tests are `slow`."""
     if hasattr(config, "workerinput") and os.environ.get(_GROUPS_ENV):
-        units = {}
+        units, slow = {}, []
         for item in items:
             engine = getattr(getattr(item, "callspec", None), "params", {}).get("engine_url")
-            if engine and "installed" in item.fixturenames and not item.get_closest_marker("own_engine"):
-                units[item.nodeid] = f"engine {engine} {item.nodeid.split('::')[0]}"
-            elif "secured" in item.fixturenames:  # one worker starts a temporary secured engine, if any
+            if "secured" in item.fixturenames:  # one worker starts a temporary secured engine, if any
                 units[item.nodeid] = "own secured"
+            else:  # shared-prefix tests one after the other, module-scoped fixtures made once
+                units[item.nodeid] = f"{engine or 'no engine'} {item.nodeid.split('::')[0]}"
+            if item.get_closest_marker("slow"):
+                slow.append(item.nodeid)
         path = Path(os.environ[_GROUPS_ENV]) / f"{config.workerinput['workerid']}.json"
-        path.write_text(json.dumps(units))
+        path.write_text(json.dumps({"units": units, "slow": slow}))
+
+
+# The weight of a `slow` test in ordinary ones when work units are ordered: slow tests (an engine
+# killed and restarted, a two-node cluster, concurrent writers) take 10-50 s, ordinary ones ~1.4 s.
+SLOW_WEIGHT = 20
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -254,19 +265,30 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     from xdist.scheduler import LoadScopeScheduling
 
     class ByEngineModule(LoadScopeScheduling):
-        """A work unit per engine and module of the shared-prefix tests, one for the temporary secured
-        engine's tests, and one per other test; xdist hands out the units with the most tests first.
-        (One unit per engine kept three workers busy to the end: 428 and 431 s, against 404 and 412 s
-        split by module, #10.)"""
+        """A work unit per engine and module (its shared-prefix tests run one after the other on one
+        worker's shared prefix, its module-scoped fixtures are made once), and one for the temporary
+        secured engine's tests. A free worker takes the heaviest unit left (a slow test weighs SLOW_WEIGHT), so
+        that no long test starts last while the other workers idle. (One unit per engine kept three
+        workers busy to the end: 428 and 431 s, against 404 and 412 s split by module, #10.)"""
 
         _units: dict[str, str] | None = None
+        _slow: set[str] = set()
 
         def _split_scope(self, nodeid: str) -> str:
             if self._units is None:  # all workers have collected when the first unit is made
                 self._units = {}
                 for path in Path(os.environ[_GROUPS_ENV]).glob("*.json"):
-                    self._units.update(json.loads(path.read_text()))
+                    written = json.loads(path.read_text())
+                    self._units.update(written["units"])
+                    self._slow = self._slow | set(written["slow"])
             return self._units.get(nodeid, nodeid)
+
+        def _weight(self, unit: str) -> int:
+            return sum(SLOW_WEIGHT if test in self._slow else 1 for test in self.workqueue[unit])
+
+        def _assign_work_unit(self, node) -> None:
+            self.workqueue.move_to_end(max(self.workqueue, key=self._weight), last=False)
+            super()._assign_work_unit(node)
 
     return ByEngineModule(config, log)
 
@@ -360,14 +382,14 @@ class SharedPrefix:
     artifacts are uninstalled and installed again, and named in the run's summary, since such a test
     should be marked `fresh_prefix`."""
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, engine: Engine, **options) -> None:
+        self.engine, self.options = engine, options  # `install` options: an embedding, for one
         self.name = f"t{uuid.uuid4().hex[:12]}"
         self.last_test = ""
         self._install()
 
     def _install(self) -> None:
-        install(self.engine, self.name)
+        install(self.engine, self.name, **self.options)
         self.index = current_index(self.engine, self.name)
         self.artifacts = _under(self.engine, self.name)
 
@@ -404,13 +426,30 @@ def shared_prefix(engine: Engine) -> Iterator[SharedPrefix]:
     uninstall(engine, shared.name)
 
 
+@pytest.fixture(scope="session")
+def shared_semantic_prefix(engine: Engine) -> Iterator[SharedPrefix]:
+    """The same for tests that ask for `installed_semantic`: installed with MiniLM's vector field."""
+    from semantic_support import minilm
+
+    shared = SharedPrefix(engine, embedding=spec(minilm()))
+    yield shared
+    uninstall(engine, shared.name)
+
+
+# The fixtures that install a prefix for a test, and the shared prefix each one takes unless the test is
+# marked `fresh_prefix`.
+SHARED = {"installed": "shared_prefix", "installed_semantic": "shared_semantic_prefix"}
+
+
 @pytest.fixture
 def prefix(request: pytest.FixtureRequest, engine: Engine) -> Iterator[str]:
-    """This test's prefix. A test that uses `installed` gets the shared one of its engine, reset (see
-    SharedPrefix), unless it is marked `fresh_prefix` (it changes installed templates, policy or
-    mapping); every other test gets a unique prefix of its own with nothing installed, removed after."""
-    if "installed" in request.fixturenames and not request.node.get_closest_marker("fresh_prefix"):
-        yield request.getfixturevalue("shared_prefix").reset(request.node.nodeid)
+    """This test's prefix. A test that uses `installed` (or `installed_semantic`) gets the shared one of
+    its engine, reset (see SharedPrefix), unless it is marked `fresh_prefix` (it changes installed
+    templates, policy or mapping); every other test gets a unique prefix of its own with nothing
+    installed, removed after."""
+    wants = next((SHARED[f] for f in SHARED if f in request.fixturenames), None)
+    if wants and not request.node.get_closest_marker("fresh_prefix"):
+        yield request.getfixturevalue(wants).reset(request.node.nodeid)
         return
     p = f"t{uuid.uuid4().hex[:12]}"
     yield p
@@ -423,6 +462,17 @@ def installed(request: pytest.FixtureRequest, engine: Engine, prefix: str) -> st
     if not (request.node.get_closest_marker("fresh_prefix")):
         return prefix  # the shared prefix, installed and reset
     install(engine, prefix)
+    return prefix
+
+
+@pytest.fixture
+def installed_semantic(request: pytest.FixtureRequest, engine: Engine, prefix: str) -> str:
+    """A prefix installed with MiniLM's vector field (the semantic tests)."""
+    if not (request.node.get_closest_marker("fresh_prefix")):
+        return prefix  # the shared semantic prefix, installed and reset
+    from semantic_support import minilm
+
+    install(engine, prefix, embedding=spec(minilm()))
     return prefix
 
 

@@ -37,9 +37,9 @@ def cos(a, b):
 
 
 @pytest.fixture
-def semantic(engine: Engine, prefix: str) -> MemoryStore:
-    install(engine, prefix, embedding=spec(minilm()))
-    return MemoryStore(engine, prefix, embedder=minilm(), merge=MergePolicy(enabled=False), clock=lambda: NOW)
+def semantic(engine: Engine, installed_semantic: str) -> MemoryStore:
+    return MemoryStore(engine, installed_semantic, embedder=minilm(), merge=MergePolicy(enabled=False),
+                       clock=lambda: NOW)
 
 
 def test_install_maps_a_vector_field_sized_from_the_embedder(engine, semantic, prefix) -> None:

@@ -6,14 +6,12 @@ from typing import Sequence
 
 import pytest
 
-from esmem.domain.hybrid import spec
 from esmem.domain.merge import Candidate, MergePolicy, decide, judgeable
 from esmem.domain.merge_judge import JudgeError, Question, ask
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError
 from esmem.index.engine import Engine
-from esmem.index.install import install
 from esmem.values import parse_time
 from semantic_support import minilm
 
@@ -119,8 +117,8 @@ def test_default_write_is_unchanged_without_judge(engine, installed) -> None:
     assert upd.action == "superseded" and upd.superseded == (first.id,)
 
 
-def test_knn_leg_makes_a_paraphrased_update_a_candidate(engine, prefix) -> None:
-    install(engine, prefix, embedding=spec(minilm()))
+def test_knn_leg_makes_a_paraphrased_update_a_candidate(engine, installed_semantic) -> None:
+    prefix = installed_semantic
     judge = Recording(updates)
     store = _store(engine, prefix, judge, minilm())
     first = store.remember(OLD, "k", kind="rule", valid_from="2026-01-01T00:00:00Z")
