@@ -404,3 +404,21 @@ def test_a_write_that_skipped_look_ups_settles_with_a_twin_written_before_its_ba
     older = store.get("fresh", twin[0].id)
     assert older.status == "superseded" and older.superseded_by == new[-1].id
     assert store.get("fresh", new[-1].id).status == "active"
+
+
+def test_plain_batches_in_flight_keep_input_order_replays_and_progress(engine, installed) -> None:
+    """Without merge two batches are in flight (#18): a memory repeated in a later batch is still the
+    replay of the first, results come back in input order, and progress counts every memory once."""
+    from esmem.domain.merge import MergePolicy
+
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False))
+    items = [MemoryInput(f"plain memory number {i}", "p", valid_from="2026-01-01T00:00:00Z") for i in range(9)]
+    items.insert(3, items[1])  # position 3 repeats position 1, in the next batch (batch_size 2)
+    counted: list[int] = []
+    out = store.remember_many(items, batch_size=2, progress=counted.append)
+    assert [r.replayed for r in out] == [n == 3 for n in range(10)]
+    assert out[3].id == out[1].id and len({r.id for r in out}) == 9
+    assert sum(counted) == 10 and all(0 < c <= 2 for c in counted)
+    assert store.count("p") == 9  # searchable: one refresh at the end
+    again = store.remember_many(items, batch_size=2)
+    assert all(r.replayed for r in again) and [r.id for r in again] == [r.id for r in out]

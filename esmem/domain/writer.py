@@ -7,7 +7,8 @@ update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that m
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import defaultdict, deque
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
@@ -189,6 +190,8 @@ class Writer:
             for doc_id, d in explicit:
                 if doc_id not in found:
                     self._explicit(d, doc_id)
+        if not self.merge.enabled and not explicit and not dry_run:
+            return self._write_plain_all(pairs, batch_size, progress)
         results: dict[int, WriteResult] = {}
         todo = list(range(len(pairs)))
         durable = 0  # every memory before this position is written
@@ -211,6 +214,42 @@ class Writer:
         if not self.merge.enabled and not dry_run:
             self.catalog.refresh()  # one refresh, not one per batch
         return [results[n] for n in range(len(pairs))]
+
+    def _write_plain_all(self, pairs: list[tuple[str, dict[str, Any]]], batch_size: int,
+                         progress: Callable[[int], None] | None) -> list[WriteResult]:
+        """Without merge, batches are independent: two `_bulk` calls in flight, so the engine indexes one
+        while the client encodes the next (#18). A batch that repeats an earlier id (its replay) waits
+        for every batch before it; `progress` counts batches in input order; one refresh at the end."""
+        results: list[WriteResult] = []
+        pending: deque[tuple[int, Future[list[WriteResult]]]] = deque()
+
+        def land() -> None:  # the oldest batch in flight; on an error, the other lands first
+            size, fut = pending.popleft()
+            try:
+                results.extend(fut.result())
+            except BaseException:
+                wait([f for _, f in pending])
+                raise
+            if progress:
+                progress(size)
+
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            seen: set[str] = set()
+            start = 0
+            while start < len(pairs):
+                batch = self._batch(pairs, range(start, len(pairs)), batch_size)
+                if any(pairs[n][0] in seen for n in batch):
+                    while pending:
+                        land()
+                seen.update(pairs[n][0] for n in batch)
+                while len(pending) >= 2:
+                    land()
+                pending.append((len(batch), pool.submit(self._write_plain, [pairs[n] for n in batch], False)))
+                start = batch[-1] + 1
+            while pending:
+                land()
+        self.catalog.refresh()  # one refresh, not one per batch
+        return results
 
     def _batch(self, pairs: Sequence[tuple[str, Mapping[str, Any]]], todo: Sequence[int], batch_size: int) -> list[int]:
         """The next batch: positions of `todo` (in input order, the first always in it) of which none could
