@@ -383,7 +383,7 @@ class SharedPrefix:
     should be marked `fresh_prefix`."""
 
     def __init__(self, engine: Engine, **options) -> None:
-        self.engine, self.options = engine, options  # `install` options: an embedding, for one
+        self.engine, self.options = engine, options  # `install` options (the semantic one: an embedding)
         self.name = f"t{uuid.uuid4().hex[:12]}"
         self.last_test = ""
         self._install()
@@ -457,23 +457,23 @@ def prefix(request: pytest.FixtureRequest, engine: Engine) -> Iterator[str]:
         uninstall(engine, p)
 
 
+def _installed(request: pytest.FixtureRequest, engine: Engine, prefix: str, **options) -> str:
+    if request.node.get_closest_marker("fresh_prefix"):
+        install(engine, prefix, **options)
+    return prefix  # otherwise the shared prefix, installed and reset
+
+
 @pytest.fixture
 def installed(request: pytest.FixtureRequest, engine: Engine, prefix: str) -> str:
-    if not (request.node.get_closest_marker("fresh_prefix")):
-        return prefix  # the shared prefix, installed and reset
-    install(engine, prefix)
-    return prefix
+    return _installed(request, engine, prefix)
 
 
 @pytest.fixture
 def installed_semantic(request: pytest.FixtureRequest, engine: Engine, prefix: str) -> str:
     """A prefix installed with MiniLM's vector field (the semantic tests)."""
-    if not (request.node.get_closest_marker("fresh_prefix")):
-        return prefix  # the shared semantic prefix, installed and reset
     from semantic_support import minilm
 
-    install(engine, prefix, embedding=spec(minilm()))
-    return prefix
+    return _installed(request, engine, prefix, embedding=spec(minilm()))
 
 
 @pytest.fixture
