@@ -406,6 +406,36 @@ def test_a_write_that_skipped_look_ups_settles_with_a_twin_written_before_its_ba
     assert store.get("fresh", new[-1].id).status == "active"
 
 
+def test_a_long_write_does_not_look_up_a_memory_that_could_merge_only_with_one_it_retired(clocked: MemoryStore) -> None:
+    """#18: a memory that could merge only with one the write has since superseded is added without a
+    look-up (the look-up finds active memories only), and the write decides as with the look-up."""
+    from esmem.domain.merge import MergePolicy, could_merge
+
+    store = clocked
+    steps = "payments service deploys run through the jenkins pipeline with canary stages and manual approval"
+    old, new, later = f"{steps} after the berlin standup", f"{steps} on fridays", "the berlin standup is early"
+    policy = MergePolicy()
+    assert could_merge(later, old, "fact", policy) and not could_merge(later, new, "fact", policy)
+    fillers = ["Alice owns the billing dashboards", "the search cluster has three nodes",
+               "auth tokens expire after one hour", "checkout runs canaries first"]
+    texts = [old, fillers[0], new, fillers[1], fillers[2], fillers[3], later]
+    items = [MemoryInput(t, "forgot", kind="fact", valid_from=NOW - (9 - n) * DAY) for n, t in enumerate(texts)]
+    searches: list[list[str]] = []
+    real = store.catalog.msearch
+
+    def recorded(batch, what):
+        searches.append([s.template for s in batch])
+        return real(batch, what)
+
+    store.catalog.msearch = recorded
+    out = store.remember_many(items, batch_size=2)
+    assert [r.action for r in out] == ["added", "added", "superseded", "added", "added", "added", "added"]
+    assert out[2].superseded == (out[0].id,)
+    assert searches[1].count("lookup") == 1  # `new`, which `old` could merge with
+    assert searches[-1] == ["restated", "superseded_by", "written_since"]  # `later`: no look-up
+    assert store.get("forgot", out[0].id).status == "superseded"  # so a look-up would not find it
+
+
 def test_plain_batches_in_flight_keep_input_order_replays_and_progress(engine, installed) -> None:
     """Without merge two batches are in flight (#18): a memory repeated in a later batch is still the
     replay of the first, results come back in input order, and progress counts every memory once."""

@@ -103,24 +103,37 @@ def _merges(common: int, a: int, b: int, kind: str, policy: MergePolicy) -> bool
 class Mergeable:
     """Contents of one kind, indexed by search token, so `could_merge` of a new memory against all of
     them costs its shared tokens' postings rather than one comparison per content (#18: a long write
-    asks it of every memory against every earlier one of its group)."""
+    asks it of every memory against every earlier one of its group). A content added under a `key`
+    can be discarded again (a memory the write retired) and comes back when added again."""
 
     def __init__(self, kind: str, policy: MergePolicy):
         self.kind, self.policy = kind, policy
         self._sizes: list[int] = []
         self._postings: dict[str, list[int]] = defaultdict(list)
+        self._at: dict[str, int] = {}
+        self._gone: set[int] = set()
 
-    def add(self, content: str) -> None:
+    def add(self, content: str, key: str | None = None) -> None:
+        if key is not None and key in self._at:
+            self._gone.discard(self._at[key])
+            return
         ta = _token_set(content)
         for t in ta:
             self._postings[t].append(len(self._sizes))
+        if key is not None:
+            self._at[key] = len(self._sizes)
         self._sizes.append(len(ta))
 
+    def discard(self, key: str) -> None:
+        if key in self._at:
+            self._gone.add(self._at[key])
+
     def any(self, content: str) -> bool:
-        """Whether `could_merge(content, c, kind, policy)` holds for some added content c."""
+        """Whether `could_merge(content, c, kind, policy)` holds for some added content c not discarded."""
         ta = _token_set(content)
         common = Counter(i for t in ta for i in self._postings.get(t, ()))
-        return any(_merges(n, len(ta), self._sizes[i], self.kind, self.policy) for i, n in common.items())
+        return any(_merges(n, len(ta), self._sizes[i], self.kind, self.policy)
+                   for i, n in common.items() if i not in self._gone)
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,

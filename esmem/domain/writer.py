@@ -31,16 +31,16 @@ MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the en
 class Novelty:
     """What a long write knows of the (namespace, kind) groups that held no active memory when it began
     (#18: an import into a new namespace). In such a group every memory a merge look-up could find is
-    one of the write's own earlier memories or one another writer added since, which the write reads
-    after each batch; a memory that none of them `could_merge` with is decided "add" without a look-up
-    (its result then lists no candidate scores). `cover`: every write numbered up to it is known here,
-    so the settle step of a batch that skipped look-ups looks at what was written after `cover`."""
+    one the write added and has not retired, or one another writer wrote since, which the write reads
+    with each batch's look-ups; a memory that none of them `could_merge` with is decided "add" without a
+    look-up (its result then lists no candidate scores). `cover`: every write numbered up to it is known
+    here, so the settle step of a batch that skipped look-ups looks at what was written after `cover`."""
 
     def __init__(self, policy: MergePolicy, groups: set[tuple[str, str]], page: int):
         self.policy, self.groups, self.page = policy, groups, page
         self.empty: set[tuple[str, str]] | None = None  # known from the first batch's read on
         self.cover: int | None = None
-        self.own: set[str] = set()
+        self.fresh: list[str] = []  # learned since the last read: that read need not return them
         self._known: dict[tuple[str, str], Mergeable] = {}
 
     def skips(self, doc: Mapping[str, Any]) -> bool:
@@ -49,23 +49,33 @@ class Novelty:
             return False
         return key not in self._known or not self._known[key].any(doc["content"])
 
-    def learn(self, doc: Mapping[str, Any]) -> None:
+    def learn(self, doc_id: str, doc: Mapping[str, Any]) -> None:
+        """An active memory of the group (added by this write or read from what others wrote)."""
         key = (doc["namespace"], doc["kind"])
         if key not in self._known:
             self._known[key] = Mergeable(doc["kind"], self.policy)
-        self._known[key].add(doc["content"])
+        self._known[key].add(doc["content"], doc_id)
+        self.fresh.append(doc_id)
+
+    def forget(self, doc: Mapping[str, Any], retired: Sequence[str]) -> None:
+        """Memories this write retired in `doc`'s group: no look-up can find them any more. (Forgetting
+        less only costs look-ups; a retired memory made active again is read as written since.)"""
+        known = self._known.get((doc["namespace"], doc["kind"]))
+        for doc_id in retired if known else ():
+            known.discard(doc_id)
 
     def search(self) -> Search:
         """The read a batch adds to its look-ups: the groups holding active memories (first batch), then
-        what was written in the empty groups' namespaces after `cover`."""
+        what others wrote in the empty groups' namespaces after `cover`."""
         if self.empty is None:
             return Search("groups", {"namespaces": sorted({ns for ns, _ in self.groups})})
         return Search("written_since", {"namespaces": sorted({ns for ns, _ in self.empty}),
-                                        "after_seq_no": self.cover, "size": self.page})
+                                        "after_seq_no": self.cover, "size": self.page, "exclude": self.fresh})
 
     def read(self, resp: Mapping[str, Any]) -> bool:
         """Take in the answer to `search()`; False: it was cut short (a full page, a truncated
         aggregation) or left nothing to skip, so nothing may be skipped from now on."""
+        self.fresh = []
         if self.empty is None:
             ns = resp["aggregations"]["ns"]
             if ns["sum_other_doc_count"] or any(b["kind"]["sum_other_doc_count"] for b in ns["buckets"]):
@@ -74,8 +84,7 @@ class Novelty:
             return bool(self.empty)
         hits = resp["hits"]["hits"]
         for h in hits:
-            if h["_id"] not in self.own:
-                self.learn(h["_source"])
+            self.learn(h["_id"], h["_source"])
         return len(hits) < self.page
 
 
@@ -201,9 +210,12 @@ class Writer:
             done = self._write_batch([pairs[n] for n in batch], dry_run)
             results.update((at[doc_id], result) for doc_id, result in done)
             if self._novelty:
-                for doc_id, _ in done:
-                    self._novelty.own.add(doc_id)
-                    self._novelty.learn(pairs[at[doc_id]][1])
+                for doc_id, result in done:
+                    doc = pairs[at[doc_id]][1]
+                    if result.action in ("added", "superseded"):
+                        self._novelty.learn(doc_id, doc)
+                    if not result.replayed:
+                        self._novelty.forget(doc, result.superseded)
             before = durable
             while durable in results:
                 durable += 1
@@ -451,9 +463,7 @@ class Writer:
         existed: set[str] = set()
         if docs:
             retired = [(d["namespace"], t, i) for i, d in creating for t in kept[i]]
-            existed = self._create(docs, refresh="true", retired=retired)
-        elif ops:
-            self.catalog.refresh()
+            existed = self._create(docs, retired=retired)
         for doc_id, d in creating:
             dec = final[doc_id]
             if doc_id in existed:  # another writer with the same id got there first
@@ -475,6 +485,8 @@ class Writer:
             outcome = self._redecide(doc_id, d, [])  # its target moved on: decide again
             results[doc_id] = outcome if isinstance(outcome, WriteResult) else \
                 self._commit([(doc_id, d, outcome)], {})[0]
+        if docs or ops or restates:  # one refresh: the next look-up sees this batch (#18: one segment, not two)
+            self.catalog.refresh()
         if self.merge.enabled:
             self._settle([(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"], seen)
         return [results[i] for i, _, _ in work]
@@ -592,8 +604,9 @@ class Writer:
         if self.judge is not None or seen is None or not written:
             return written
         size = min(10 * len(written) + 100, 10_000)
-        hits = self.catalog.search(Search("written_since", {
-            "namespaces": sorted({d["namespace"] for _, d in written}), "after_seq_no": seen, "size": size}))["hits"]["hits"]
+        hits = self.catalog.search(Search("written_since", {  # without the batch's own: no two of them could merge
+            "namespaces": sorted({d["namespace"] for _, d in written}), "after_seq_no": seen, "size": size,
+            "exclude": [doc_id for doc_id, _ in written]}))["hits"]["hits"]
         if len(hits) >= size:
             return written
         since: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
