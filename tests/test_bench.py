@@ -156,6 +156,15 @@ def test_cli_rejects_more_namespaces_than_memories(engine: Engine, prefix: str) 
     assert res.exit_code == 2 and "namespaces" in res.output
 
 
+def test_the_median_ingest_pass_is_reported_with_every_pass() -> None:
+    from esmem.apps.bench import median_pass
+
+    passes = [{"per_second": v, "seconds": 10 / v, "actions": {"added": n}} for n, v in enumerate([900.0, 1500.0, 1200.0])]
+    assert median_pass(passes) == {**passes[2], "passes_per_second": [900.0, 1500.0, 1200.0]}
+    assert median_pass(passes[:2])["per_second"] == 900.0  # an even count: the lower middle
+    assert median_pass(passes[:1])["passes_per_second"] == [900.0]
+
+
 def test_passes_combine_into_medians_with_the_spread_of_each_ratio() -> None:
     def one(a50: float, b50: float) -> dict[str, dict]:
         return {name: {"label": name, "n": 10, "p50": v, "p95": 2 * v, "p99": 3 * v, "mean": v,
@@ -184,6 +193,9 @@ def test_cli_repeat_reports_every_pass(engine: Engine, installed: str) -> None:
             assert p["passes"] == 3 and p["n"] == 3 * scope["queries"]
             lo, hi = p["ratio_p50_spread"]
             assert lo <= p["ratio_p50"] <= hi
+    merged = next(row for row in report["runs"][0]["ingest"] if row["policy"] == "merge")
+    assert len(merged["passes_per_second"]) == 3 and merged["per_second"] == sorted(merged["passes_per_second"])[1]
+    assert merged["memories"] == 20 and sum(merged["actions"].values()) == 20  # each pass wrote the whole sample
     table = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
                    "--merge-sample", "20", "--repeat", "2")
     assert table.exit_code == 0 and "median of 2 interleaved passes" in table.stdout

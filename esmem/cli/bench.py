@@ -67,8 +67,11 @@ def ingest_table(report: Mapping[str, Any]) -> Table:
                 idx = r["index"]
                 size = f"{idx['live']['bytes_per_memory']:.0f} ({idx['force_merged']['bytes_per_memory']:.0f} merged)"
             actions = ", ".join(f"{k} {v}" for k, v in sorted(row["actions"].items()))
+            rate = f"{row['per_second']:.0f}"
+            if len(row.get("passes_per_second", ())) > 1:  # the median pass [slowest-fastest]
+                rate += f" [{min(row['passes_per_second']):.0f}-{max(row['passes_per_second']):.0f}]"
             table.add_row(str(r["size"]), row["policy"], str(row["memories"]), f"{row['seconds']:.1f}",
-                          f"{row['per_second']:.0f}", actions, size)
+                          rate, actions, size)
     return table
 
 
@@ -95,7 +98,8 @@ def targets_table(report: Mapping[str, Any]) -> Table:
 @click.option("--merge-sample", type=click.IntRange(1), default=10_000, show_default=True,
               help="How many memories (the oldest) the with-merge ingest measurement writes.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
-              help="Run the whole latency comparison N times back to back; report medians and the spread of each ratio.")
+              help="Run the whole latency comparison N times back to back and the with-merge ingest N times; "
+                   "report medians and the spread of each ratio (and of the ingest rate).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also save a latency/throughput chart (PNG; needs matplotlib).")
