@@ -40,7 +40,7 @@ class Novelty:
         self.policy, self.groups, self.page = policy, groups, page
         self.empty: set[tuple[str, str]] | None = None  # known from the first batch's read on
         self.cover: int | None = None
-        self.fresh: list[str] = []  # learned since the last read: that read need not return them
+        self.fresh: list[str] = []  # written by this write since the last read: that read need not return them
         self._known: dict[tuple[str, str], Mergeable] = {}
 
     def skips(self, doc: Mapping[str, Any]) -> bool:
@@ -49,13 +49,15 @@ class Novelty:
             return False
         return key not in self._known or not self._known[key].any(doc["content"])
 
-    def learn(self, doc_id: str, doc: Mapping[str, Any]) -> None:
-        """An active memory of the group (added by this write or read from what others wrote)."""
+    def learn(self, doc_id: str, doc: Mapping[str, Any], written: bool = False) -> None:
+        """An active memory of the group: added by this write (`written`: just now, so the next read of
+        what was written since need not return it) or read from what others wrote."""
         key = (doc["namespace"], doc["kind"])
         if key not in self._known:
             self._known[key] = Mergeable(doc["kind"], self.policy)
         self._known[key].add(doc["content"], doc_id)
-        self.fresh.append(doc_id)
+        if written:
+            self.fresh.append(doc_id)
 
     def forget(self, doc: Mapping[str, Any], retired: Sequence[str]) -> None:
         """Memories this write retired in `doc`'s group: no look-up can find them any more. (Forgetting
@@ -213,7 +215,7 @@ class Writer:
                 for doc_id, result in done:
                     doc = pairs[at[doc_id]][1]
                     if result.action in ("added", "superseded"):
-                        self._novelty.learn(doc_id, doc)
+                        self._novelty.learn(doc_id, doc, written=not result.replayed)
                     if not result.replayed:
                         self._novelty.forget(doc, result.superseded)
             before = durable
