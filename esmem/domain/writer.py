@@ -63,8 +63,9 @@ class Novelty:
         """Memories this write retired in `doc`'s group: no look-up can find them any more. (Forgetting
         less only costs look-ups; a retired memory made active again is read as written since.)"""
         known = self._known.get((doc["namespace"], doc["kind"]))
-        for doc_id in retired if known else ():
-            known.discard(doc_id)
+        if known:
+            for doc_id in retired:
+                known.discard(doc_id)
 
     def search(self) -> Search:
         """The read a batch adds to its look-ups: the groups holding active memories (first batch), then
