@@ -333,6 +333,64 @@ def test_settle_skips_the_look_ups_when_nothing_written_since_could_merge(clocke
     assert len(searches) == 1 and [s.template for s in searches[0]].count("lookup") == 2
 
 
+def _requests(store: MemoryStore, monkeypatch) -> list[str]:
+    """Records "METHOD path" of every call the store makes (the real engine answers)."""
+    seen: list[str] = []
+    real = store.engine.request
+
+    def recorded(method, path, *args, **kwargs):
+        seen.append(f"{method} {path.split('/', 2)[-1]}")  # without the index
+        return real(method, path, *args, **kwargs)
+
+    monkeypatch.setattr(store.engine, "request", recorded)
+    return seen
+
+
+def test_a_lone_writer_skips_the_settle_read_and_the_refresh_before_each_look_up(clocked, monkeypatch) -> None:
+    """#18: when every write numbered after the checkpoint its look-ups saw is the writer's own (the
+    shard's sequence numbers say so), no twin can exist: the settle step reads nothing, and the next
+    batch's look-ups, with nothing written since the last refresh, neither read a checkpoint nor refresh."""
+    store = clocked
+    steps = "payments service deploys run through the jenkins pipeline with canary stages and manual approval"
+    alerts = "the billing dashboards page the on call engineer through pagerduty when error budgets burn"
+    texts = [f"{steps} on fridays", f"{alerts} fast", f"{steps} on mondays", "the search cluster has three nodes",
+             f"{alerts} twice as fast", "auth tokens expire after one hour"]
+    calls = _requests(store, monkeypatch)
+    out = store.remember_many([MemoryInput(t, "lone", kind="fact", valid_from=NOW - (9 - n) * DAY)
+                               for n, t in enumerate(texts)], batch_size=2)
+    assert [r.action for r in out] == ["added", "added", "superseded", "added", "duplicate", "added"]
+    assert "POST _search/template" not in calls and calls.count("POST _msearch/template") == 3  # no settle read
+    assert calls.count("POST _refresh") == 1 + 3 and calls.count("GET _stats/docs") == 1 + 3  # once, then per batch
+
+
+def test_a_write_by_another_writer_between_look_up_and_create_is_settled_after_a_quiet_batch(clocked) -> None:
+    """#18: the batch after a quiet one looks up without a refresh of its own; a twin another writer adds
+    after those look-ups has a sequence number that is not the writer's, so the settle step reads what
+    was written since and retires the older twin, as it does without the skip."""
+    store = clocked
+    other = MemoryStore(store.engine, store.catalog.names.prefix, clock=lambda: NOW)
+    searches: list[list[str]] = []
+    real = store.catalog.msearch
+    twin: list = []
+
+    def recorded(batch, what):
+        out = real(batch, what)
+        searches.append([s.template for s in batch])
+        if len(searches) == 2:  # after the second batch's look-ups
+            twin.append(other.remember("the payments service deploys on Mondays", "twins", kind="fact",
+                                       valid_from=NOW - 3 * DAY))
+        return out
+
+    store.catalog.msearch = recorded
+    texts = ["Alice owns the billing dashboards", "the search cluster has three nodes",
+             "payments service deploys on Mondays", "auth tokens expire after one hour"]
+    out = store.remember_many([MemoryInput(t, "twins", kind="fact", valid_from=NOW - DAY) for t in texts], batch_size=2)
+    assert [r.action for r in out] == ["added"] * 4 and twin[0].action == "added"
+    older = store.get("twins", twin[0].id)
+    assert older.status == "superseded" and older.superseded_by == out[2].id
+    assert store.count("twins") == 4
+
+
 def _everything(store: MemoryStore) -> dict:
     """Every memory of the index: status, links and counters (`recorded_at`, wall-clock, left out)."""
     store.engine.request("POST", f"/{store.alias}/_refresh")

@@ -179,7 +179,7 @@ def test_cut_at_every_request_then_retry_converges(engine, background, relay: Re
     """Cut the connection at each request of an import in turn (after the engine applied it, and
     before it reached the engine); the retry must end in exactly the clean run's state."""
     direct = MemoryStore(engine, background, clock=lambda: NOW)
-    # 74 namespaces of the same lines share one index and drive the IDF of their words towards 0:
+    # 60 namespaces of the same lines share one index and drive the IDF of their words towards 0:
     # decide on token overlap alone (min_bm25=0) so every namespace sees the same decisions
     merge = MergePolicy(min_bm25=0.0)
     via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW, merge=merge)

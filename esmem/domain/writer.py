@@ -107,6 +107,8 @@ class Writer:
         self.judge = judge  # optional (esmem/domain/merge_judge.py): decides supersede instead of the lexical rule
         self._known: dict[tuple[str, str], bool] = {}  # the judge's answers within one write
         self._novelty: Novelty | None = None  # within one long write, without a judge
+        self._mine: set[int] | None = set()  # sequence numbers this write used lately (None: not known)
+        self._clean: int | None = None  # every write up to this number is this one's or searchable (`_quiet`)
         self.merge = merge
         self.scorer = scorer
         self.limits = limits
@@ -192,7 +194,7 @@ class Writer:
         waits for the next batch, with every later one that could merge with it; the others stay
         (#18: cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
         pairs = self._prepare(items)
-        self._known = {}
+        self._known, self._mine, self._clean = {}, set(), None
         self._novelty = Novelty(self.merge, {(d["namespace"], d["kind"]) for _, d in pairs},
                                 min(10 * batch_size + 100, 10_000)) \
             if self.merge.enabled and self.judge is None and len(pairs) > batch_size else None
@@ -323,8 +325,14 @@ class Writer:
                     searches.append(novelty.search())
         # Every write numbered up to `seen` is in the look-ups below (read before the refresh): the settle
         # step then needs to look only at what was written after it (#18; None: look at everything).
-        seen = self.catalog.checkpoint() if self.merge.enabled and head else None
-        if searches:
+        # After a quiet settle step nothing was written since the last refresh: neither is needed (#18).
+        clean, self._clean = self._clean, None
+        if clean is None and self.merge.enabled and head:
+            point = self.catalog.checkpoint()
+            seen = point.seen if point else None
+        else:
+            seen = clean if self.merge.enabled and head else None
+        if searches and clean is None:
             self.catalog.refresh()  # the retires and restates of earlier batches are searchable
         responses = self.catalog.msearch(searches, "merge lookup") if searches else []
         # A batch that skipped look-ups decided on what was known up to the novelty's cover: its settle
@@ -380,6 +388,8 @@ class Writer:
         document, the ones this call created are deleted and the `retired` (namespace, target, winner)
         are made active again: nothing of the batch remains."""
         out = self.catalog.create(docs, refresh=refresh)
+        for seq_no in out.seq_nos:
+            self._wrote(seq_no)
         if out.errors:
             routing = {i: d["namespace"] for i, d in docs}
             self.catalog.delete([(i, routing[i]) for i in out.created])
@@ -499,6 +509,8 @@ class Writer:
         retried on version conflicts) in one `_bulk`; True where the script applied (now or earlier)."""
         out: list[bool] = []
         for op, outcome in zip(ops, self.catalog.run_scripts(ops)):
+            if outcome.get("result") == "updated":
+                self._wrote(outcome.get("_seq_no"))
             if outcome.get("status") == 404:
                 out.append(False)
             elif outcome.get("error"):
@@ -606,6 +618,8 @@ class Writer:
         out the rest and their look-ups are skipped, with the same outcome. A full page: look everything up."""
         if self.judge is not None or seen is None or not written:
             return written
+        if self._quiet(seen):
+            return []
         size = min(10 * len(written) + 100, 10_000)
         hits = self.catalog.search(Search("written_since", {  # without the batch's own: no two of them could merge
             "namespaces": sorted({d["namespace"] for _, d in written}), "after_seq_no": seen, "size": size,
@@ -618,6 +632,31 @@ class Writer:
         return [(doc_id, d) for doc_id, d in written if any(
             other != doc_id and could_merge(d["content"], content, d["kind"], self.merge)
             for other, content in since[(d["namespace"], d["kind"])])]
+
+    def _wrote(self, seq_no: int | None) -> None:
+        """A sequence number this write used (None: the engine did not say, e.g. `update_by_query`)."""
+        if self._mine is not None:
+            if seq_no is None:
+                self._mine = None
+            else:
+                self._mine.add(seq_no)
+
+    def _quiet(self, since: int) -> bool:
+        """After this write's refresh: was every write numbered after `since` one of this write's own?
+        Then no other writer added a twin, and the settle read is skipped (#18: one search per batch).
+        The answer also tells the next batch that everything written so far is searchable (`_clean`),
+        so its look-ups need no checkpoint read or refresh of their own. `since` never decreases
+        over a write, so older numbers are dropped."""
+        if self._mine is None:
+            return False
+        self._mine = {n for n in self._mine if n > since}
+        point = self.catalog.checkpoint()
+        if point is None or point.last is None or point.seen != point.last:
+            return False
+        if sum(1 for n in self._mine if n <= point.last) != point.last - since:
+            return False
+        self._clean = point.last
+        return True
 
     def _retire(self, namespace: str, loser: str, winner: str) -> None:
         """Mark `loser` superseded by `winner` (atomic: only if still active) and link it from the winner."""

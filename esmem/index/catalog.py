@@ -46,6 +46,18 @@ class Created:
     created: list[str]
     existed: set[str]
     errors: list[Any]
+    seq_nos: list[int | None] = field(default_factory=list)  # of the creates, where the engine said
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """Sequence numbers of the memories index. `seen`: the lowest global checkpoint over its copies
+    (every write numbered at or below it is on every in-sync copy, so the next refresh shows it to
+    every search). `last`: the highest number given to a write so far, when the index has one shard
+    (numbers of different shards say nothing of each other), else None."""
+
+    seen: int
+    last: int | None
 
 
 class Catalog:
@@ -126,6 +138,7 @@ class Catalog:
             outcome = item["create"]
             if outcome.get("status") in (200, 201):
                 out.created.append(doc_id)
+                out.seq_nos.append(outcome.get("_seq_no"))
             elif outcome.get("status") == 409:
                 out.existed.add(doc_id)
             else:
@@ -167,18 +180,20 @@ class Catalog:
     def refresh(self) -> None:
         self.engine.request("POST", f"/{self.alias}/_refresh")
 
-    def checkpoint(self) -> int | None:
-        """The lowest global checkpoint over the copies of the memories index: every write numbered at or
-        below it is on every in-sync copy, so the next refresh shows it to every search. None when the
-        cluster does not say (e.g. a role without the monitor privilege): callers then assume nothing."""
+    def checkpoint(self) -> Checkpoint | None:
+        """Where the index's sequence numbers stand; None when the cluster does not say (e.g. a role
+        without the monitor privilege): callers then assume nothing."""
         try:
             resp = self.engine.request("GET", f"/{self.alias}/_stats/docs", params={
-                "level": "shards", "filter_path": "indices.*.shards.*.seq_no.global_checkpoint"})
-            points = [copy["seq_no"]["global_checkpoint"] for index in resp["indices"].values()
-                      for copies in index["shards"].values() for copy in copies]
+                "level": "shards", "filter_path": "indices.*.shards.*.seq_no"})
+            shards = [copies for index in resp["indices"].values() for copies in index["shards"].values()]
+            points = [copy["seq_no"] for copies in shards for copy in copies]
+            if not points:
+                return None
+            return Checkpoint(min(p["global_checkpoint"] for p in points),
+                              max(p["max_seq_no"] for p in points) if len(shards) == 1 else None)
         except (EngineError, KeyError, TypeError):
             return None
-        return min(points) if points else None
 
     # -- index statistics (benchmarks) ---------------------------------------------------------
     def store_stats(self, *, force_merge: bool = False) -> dict[str, Any]:
