@@ -208,12 +208,13 @@ def test_cut_at_every_request_then_retry_converges(engine, background, relay: Re
 
 @pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 def test_write_reported_failed_is_retried_safely(engine, background, relay: Relay) -> None:
-    """Issue case 3: a cut during the settle step's _msearch used to leave the write applied, and
-    the retry reported `duplicate` and bumped restated_count."""
+    """Issue case 3: a cut after the creates (it was the settle step's read; a lone writer now skips
+    that read, so the refresh before it) used to leave the write applied, and the retry reported
+    `duplicate` and bumped restated_count."""
     direct = MemoryStore(engine, background, clock=lambda: NOW)
     old = direct.remember(LINES[1]["content"], "c3", kind="rule", valid_from=LINES[1]["valid_from"])
     via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW)
-    relay.arm("/_search/template", 1, cut="after")  # the settle step's read (the merge lookup is an _msearch)
+    relay.arm("/_refresh", 2, cut="after")  # the first makes earlier writes searchable for the look-up
     with pytest.raises(EsmemError):  # the same call retried: kind + content + valid_from are its identity
         via.remember(LINES[2]["content"], "c3", kind="rule", valid_from=LINES[2]["valid_from"])
     relay.heal()
