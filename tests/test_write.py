@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
@@ -362,6 +364,37 @@ def test_a_lone_writer_skips_the_settle_read_and_the_refresh_before_each_look_up
     assert "POST _search/template" not in calls and calls.count("POST _msearch/template") == 3  # no settle read
     assert calls.count("POST _refresh") == 1 + 3 and calls.count("GET _stats/docs") == 1 + 3  # once, then per batch
 
+
+def test_a_batch_s_refresh_and_settle_run_beside_the_next_batch_s_planning_never_beside_a_request(clocked,
+                                                                                                   monkeypatch) -> None:
+    """#18: the last step of a batch (its refresh and settle step) runs in a worker thread while the
+    client plans the next batch; the next batch's requests wait for it, so the engine never has two of
+    the write's requests at once and sees them in the order a sequential write sends them."""
+    store = clocked
+    spans: list[tuple[str, str, float, float]] = []  # (request, thread, start, end)
+    real = store.engine.request
+
+    def timed(method, path, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return real(method, path, *args, **kwargs)
+        finally:
+            spans.append((f"{method} {path.split('/', 2)[-1]}", threading.current_thread().name,
+                          start, time.perf_counter()))
+
+    monkeypatch.setattr(store.engine, "request", timed)
+    steps = "payments service deploys run through the jenkins pipeline with canary stages and manual approval"
+    alerts = "the billing dashboards page the on call engineer through pagerduty when error budgets burn"
+    texts = [f"{steps} on fridays", f"{alerts} fast", f"{steps} on mondays", "the search cluster has three nodes",
+             f"{alerts} twice as fast", "auth tokens expire after one hour"]
+    out = store.remember_many([MemoryInput(t, "overlap", kind="fact", valid_from=NOW - (9 - n) * DAY)
+                               for n, t in enumerate(texts)], batch_size=2)
+    assert [r.action for r in out] == ["added", "added", "superseded", "added", "duplicate", "added"]
+    main = threading.current_thread().name
+    refreshes = [thread for what, thread, _, _ in spans if what == "POST _refresh"]
+    assert refreshes.count(main) < len(refreshes)  # some batch's refresh ran in the worker
+    spans.sort(key=lambda s: s[2])
+    assert all(a[3] <= b[2] for a, b in zip(spans, spans[1:]))  # one request at a time
 
 def test_a_write_by_another_writer_between_look_up_and_create_is_settled_after_a_quiet_batch(clocked) -> None:
     """#18: the batch after a quiet one looks up without a refresh of its own; a twin another writer adds

@@ -209,28 +209,46 @@ class Writer:
         results: dict[int, WriteResult] = {}
         todo = list(range(len(pairs)))
         durable = 0  # every memory before this position is written
-        while todo:
-            batch = self._batch(pairs, todo, batch_size)
-            at = {pairs[n][0]: n for n in batch}  # ids are unique within a batch
-            done = self._write_batch([pairs[n] for n in batch], dry_run)
-            results.update((at[doc_id], result) for doc_id, result in done)
-            if self._novelty:
-                for doc_id, result in done:
-                    doc = pairs[at[doc_id]][1]
-                    if result.action in ("added", "superseded"):
-                        self._novelty.learn(doc_id, doc, written=not result.replayed)
-                    if not result.replayed:
-                        self._novelty.forget(doc, result.superseded)
-            before = durable
-            while durable in results:
-                durable += 1
-            if progress and durable > before:
-                progress(durable - before)
-            ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
-            todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
+        # A batch's last step (refresh, settle) runs in a thread while the next batch is planned: that
+        # step is the engine's, planning (tokens, the merge measure) the client's (#18). The next batch
+        # sends nothing before the step is over, so the engine sees the requests in the same order.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            finishing: Future[None] | None = None
+            while todo:
+                batch = self._batch(pairs, todo, batch_size)
+                if finishing:
+                    finishing.result()
+                done, finish = self._write_batch([pairs[n] for n in batch], dry_run)
+                durable = self._took(pairs, batch, done, results, durable, progress)
+                ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
+                todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
+                finishing = pool.submit(finish) if finish and todo else None
+                if finish and not todo:  # the last batch (a single one starts no thread)
+                    finish()
         if not self.merge.enabled and not dry_run:
             self.catalog.refresh()  # one refresh, not one per batch
         return [results[n] for n in range(len(pairs))]
+
+    def _took(self, pairs: Sequence[tuple[str, dict[str, Any]]], batch: Sequence[int],
+              done: Sequence[tuple[str, WriteResult]], results: dict[int, WriteResult], durable: int,
+              progress: Callable[[int], None] | None) -> int:
+        """Record a batch's results (and what the novelty learns from them), report the memories now
+        durable in input order; returns the new durable position."""
+        at = {pairs[n][0]: n for n in batch}  # ids are unique within a batch
+        results.update((at[doc_id], result) for doc_id, result in done)
+        if self._novelty:
+            for doc_id, result in done:
+                doc = pairs[at[doc_id]][1]
+                if result.action in ("added", "superseded"):
+                    self._novelty.learn(doc_id, doc, written=not result.replayed)
+                if not result.replayed:
+                    self._novelty.forget(doc, result.superseded)
+        before = durable
+        while durable in results:
+            durable += 1
+        if progress and durable > before:
+            progress(durable - before)
+        return durable
 
     def _write_plain_all(self, pairs: list[tuple[str, dict[str, Any]]], batch_size: int,
                          progress: Callable[[int], None] | None) -> list[WriteResult]:
@@ -303,10 +321,12 @@ class Writer:
     #      if the engine rejects any, the batch's creates are deleted and its retires undone;
     #   5. duplicates reinforce their target once per write id (`restate` script), outdated memories
     #      are linked from their successor and the settle step runs (`link` script: add, never overwrite).
-    def _write_batch(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[tuple[str, WriteResult]]:
-        """Decide and write a batch, or part of it: (id, result) of the memories it wrote."""
+    def _write_batch(self, pairs: list[tuple[str, dict[str, Any]]],
+                     dry_run: bool) -> tuple[list[tuple[str, WriteResult]], Callable[[], None] | None]:
+        """Decide and write a batch, or part of it: (id, result) of the memories it wrote, and the step
+        that must run before the next batch (`_commit`'s refresh and settle; None: nothing left)."""
         if not self.merge.enabled and not any(d.get("supersedes") for _, d in pairs):
-            return list(zip([i for i, _ in pairs], self._write_plain(pairs, dry_run)))
+            return list(zip([i for i, _ in pairs], self._write_plain(pairs, dry_run))), None
         found = self._existing(pairs)
         fresh = [i for i, _ in pairs if i not in found]
         head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
@@ -347,7 +367,7 @@ class Writer:
         known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
         if known(pairs[0]):
             end = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
-            return list(zip([i for i, _ in pairs[:end]], self._replay(pairs[:end], found, restated, dry_run)))
+            return list(zip([i for i, _ in pairs[:end]], self._replay(pairs[:end], found, restated, dry_run))), None
         batch = pairs[:next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))]  # a prefix of head
         in_batch = {i for i, _ in batch}
         resumed: dict[str, list[str]] = defaultdict(list)
@@ -371,9 +391,9 @@ class Writer:
             targeted |= ids_
         batch, decisions = [p for p, _ in keep], [d for _, d in keep]
         if dry_run:
-            return [(i, self._result(i, d, dry_run=True)) for (i, _), d in zip(batch, decisions)]
-        done = self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed, settle_from)
-        return list(zip([i for i, _ in batch], done))
+            return [(i, self._result(i, d, dry_run=True)) for (i, _), d in zip(batch, decisions)], None
+        done, finish = self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed, settle_from)
+        return list(zip([i for i, _ in batch], done)), finish
 
     def _write_plain(self, pairs: list[tuple[str, dict[str, Any]]], dry_run: bool) -> list[WriteResult]:
         """No merge: create-if-absent under the deterministic id; a rejected batch is deleted again."""
@@ -438,10 +458,12 @@ class Writer:
                                dry_run=dry_run)
         return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
 
-    def _commit(self, work: list[tuple[str, dict[str, Any], Decision]],
-                resumed: Mapping[str, list[str]], seen: int | None = None) -> list[WriteResult]:
+    def _commit(self, work: list[tuple[str, dict[str, Any], Decision]], resumed: Mapping[str, list[str]],
+                seen: int | None = None) -> tuple[list[WriteResult], Callable[[], None]]:
         """Steps 2-5 of the write protocol for decided memories; `resumed`: targets already retired
-        for a memory by an earlier, interrupted run; `seen`: the checkpoint the decisions' look-ups saw."""
+        for a memory by an earlier, interrupted run; `seen`: the checkpoint the decisions' look-ups saw.
+        Returns the results and the last step, to run before anything else is written: the refresh
+        and the settle step."""
         kept: dict[str, list[str]] = {i: list(resumed.get(i, ())) for i, _, _ in work}
         mems = [(i, d, dec) for i, d, dec in work if dec.action != "duplicate"]
         dups = [(i, d, dec) for i, d, dec in work if dec.action == "duplicate"]
@@ -496,13 +518,19 @@ class Writer:
                 results[doc_id] = self._result(doc_id, dec)
                 continue
             outcome = self._redecide(doc_id, d, [])  # its target moved on: decide again
-            results[doc_id] = outcome if isinstance(outcome, WriteResult) else \
-                self._commit([(doc_id, d, outcome)], {})[0]
-        if docs or ops or restates:  # one refresh: the next look-up sees this batch (#18: one segment, not two)
-            self.catalog.refresh()
-        if self.merge.enabled:
-            self._settle([(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"], seen)
-        return [results[i] for i, _, _ in work]
+            if isinstance(outcome, WriteResult):
+                results[doc_id] = outcome
+            else:
+                (results[doc_id],), then = self._commit([(doc_id, d, outcome)], {})
+                then()
+        written = [(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"]
+
+        def finish() -> None:
+            if docs or ops or restates:  # one refresh: the next look-up sees this batch (#18: one segment, not two)
+                self.catalog.refresh()
+            if self.merge.enabled:
+                self._settle(written, seen)
+        return [results[i] for i, _, _ in work], finish
 
     def _scripted(self, ops: Sequence[ScriptOp]) -> list[bool]:
         """The one compare-and-set step of the protocol: stored update scripts (atomic per memory,
