@@ -2,6 +2,7 @@
 concurrency, bulk import and bad input."""
 from __future__ import annotations
 
+import gc
 import json
 import random
 import threading
@@ -543,3 +544,40 @@ def test_plain_batches_in_flight_keep_input_order_replays_and_progress(engine, i
     assert store.count("p") == 9  # searchable: one refresh at the end
     again = store.remember_many(items, batch_size=2)
     assert all(r.replayed for r in again) and [r.id for r in again] == [r.id for r in out]
+
+
+@pytest.mark.parametrize("merge", [True, False])
+def test_a_long_write_pauses_the_garbage_collector_and_restores_it(engine, installed, merge: bool) -> None:
+    """#18: a write of more than one batch runs with Python's cyclic collector paused; it runs again
+    after the write, after a write refused for bad input, and a collector the caller stopped stays stopped."""
+    from esmem.domain.merge import MergePolicy
+
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=merge))
+    items = [MemoryInput(f"collector note {i} on topic{i}", "gc", valid_from="2026-01-01T00:00:00Z") for i in range(5)]
+    during: list[bool] = []
+    store.remember_many(items, batch_size=2, progress=lambda n: during.append(gc.isenabled()))
+    assert during and not any(during) and gc.isenabled()
+    store.remember_many(items[:2], batch_size=2, progress=lambda n: during.append(gc.isenabled()))
+    assert during[-1]  # one batch: not paused
+    with pytest.raises(InvalidInput):
+        store.remember_many([*items, MemoryInput("", "gc")], batch_size=2)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        store.remember_many(items, batch_size=2)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_concurrent_writes_share_one_collector_pause() -> None:
+    """The first write in stops the collector, the last one out restarts it, whatever the order."""
+    from esmem.domain.writer import paused_collector
+
+    first, second = paused_collector(), paused_collector()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert not gc.isenabled()  # the second write is still running
+    second.__exit__(None, None, None)
+    assert gc.isenabled()
