@@ -397,6 +397,7 @@ def test_a_batch_s_refresh_and_settle_run_beside_the_next_batch_s_planning_never
     spans.sort(key=lambda s: s[2])
     assert all(a[3] <= b[2] for a, b in zip(spans, spans[1:]))  # one request at a time
 
+
 def test_a_write_by_another_writer_between_look_up_and_create_is_settled_after_a_quiet_batch(clocked) -> None:
     """#18: the batch after a quiet one looks up without a refresh of its own; a twin another writer adds
     after those look-ups has a sequence number that is not the writer's, so the settle step reads what
@@ -577,7 +578,9 @@ def test_concurrent_writes_share_one_collector_pause() -> None:
     first, second = paused_collector(), paused_collector()
     first.__enter__()
     second.__enter__()
-    first.__exit__(None, None, None)
-    assert not gc.isenabled()  # the second write is still running
-    second.__exit__(None, None, None)
+    try:
+        first.__exit__(None, None, None)
+        assert not gc.isenabled()  # the second write is still running
+    finally:
+        second.__exit__(None, None, None)
     assert gc.isenabled()
