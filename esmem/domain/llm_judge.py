@@ -203,6 +203,7 @@ class ChatJudge:
         return cls(url, model, **options)
 
     def close(self) -> None:
+        """Close the HTTP connection pool."""
         self._client.close()
 
     def __enter__(self) -> ChatJudge:
@@ -230,9 +231,11 @@ class ChatJudge:
         for start in range(0, len(pending), self.batch_size):
             batch = pending[start:start + self.batch_size]
             for (k, _), verdict in zip(batch, self._ask([q for _, q in batch])):
-                answers[k] = VERDICTS[verdict] if verdict is not None else None
-                if verdict is not None:
-                    self._remember(k, VERDICTS[verdict])
+                if verdict is None:  # no valid answer: not cached, asked again next time
+                    answers[k] = None
+                else:
+                    answers[k] = VERDICTS[verdict]
+                    self._remember(k, answers[k])
                     learned = True
         if learned and self.cache_path is not None:
             self._save(self.cache_path)
