@@ -56,14 +56,21 @@ def test_verdicts_replace_only_the_supersede_rule() -> None:
 @pytest.mark.parametrize("judge, message", [
     (lambda qs: 1 / 0, "ZeroDivisionError"),
     (lambda qs: [True] * (len(qs) + 1), "answers for"),
-    (lambda qs: ["yes"] * len(qs), "True or False"),
-    (lambda qs: [1] * len(qs), "True or False"),
+    (lambda qs: ["yes"] * len(qs), "True, False or None"),
+    (lambda qs: [1] * len(qs), "True, False or None"),
 ])
 def test_ask_checks_every_answer(judge, message) -> None:
     with pytest.raises(JudgeError, match=message) as e:
         ask(judge, [Question(PARAPHRASE, OLD, "rule")])
     assert isinstance(e.value, ConfigError)
     assert ask(lambda qs: 1 / 0, []) == []  # nothing to ask: the judge is not called
+
+
+def test_ask_takes_none_as_cannot_tell_unless_strict() -> None:
+    qs = [Question(PARAPHRASE, OLD, "rule"), Question(OTHER, OLD, "rule"), Question(OLD, OTHER, "rule")]
+    assert ask(lambda qs: [True, None, False], qs) == [True, None, False]
+    with pytest.raises(JudgeError, match="True or False"):
+        ask(lambda qs: [True, None, False], qs, strict=True)
 
 
 def _store(engine: Engine, prefix: str, judge, embedder=None, merge: MergePolicy | None = None) -> MemoryStore:
@@ -92,7 +99,8 @@ def test_judge_supersedes_a_lexical_candidate_on_the_engine(engine, installed) -
     assert kept.action == "added" and no.get("j2", other.id).status == "active"
 
 
-@pytest.mark.parametrize("bad", [lambda qs: 1 / 0, lambda qs: [], lambda qs: ["no"] * len(qs)])
+# None too: the writer has no undecided outcome, so it asks strictly
+@pytest.mark.parametrize("bad", [lambda qs: 1 / 0, lambda qs: [], lambda qs: ["no"] * len(qs), lambda qs: [None] * len(qs)])
 def test_a_failing_judge_writes_nothing(engine, installed, bad) -> None:
     store = _store(engine, installed, bad)
     old = store.remember(OLD, "f", kind="rule", valid_from="2026-01-01T00:00:00Z")  # no candidate: not asked
