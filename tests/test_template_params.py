@@ -191,3 +191,24 @@ def test_a_section_on_an_object_does_not_choose_the_namespace(world, template: s
         assert status in (200, 400) and SECRET not in text, (value, text[:400])
         if status == 200 and section == "namespace":
             assert json.loads(text)["hits"]["total"]["value"] == 0
+
+
+TAG = re.compile(r"\{\{([#^/]?)\s*([^}]*?)\s*\}\}")
+
+
+def test_namespace_is_rendered_only_outside_every_section(world) -> None:
+    """A section on a caller's object pushes it onto the lookup scope: {{namespace}} inside one would
+    read the object's own key. Every installed template renders it at top level only."""
+    url, prefix, params = world
+    for template in params:
+        with urllib.request.urlopen(f"{url}/_scripts/{prefix}-{template}", timeout=30) as resp:
+            source = json.load(resp)["script"]["source"]
+        open_sections: list[str] = []
+        for kind, name in TAG.findall(source):
+            if kind in "#^" and kind:
+                open_sections.append(kind + name)
+            elif kind == "/":
+                assert open_sections and open_sections.pop()[1:] == name, (template, name)
+            elif name == "namespace":
+                assert not [s for s in open_sections if s.startswith("#")], (template, open_sections)
+        assert not open_sections, (template, open_sections)
