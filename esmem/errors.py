@@ -38,6 +38,16 @@ class EngineError(EsmemError):
         self.cause: str | None = None
 
 
+class InvalidParameter(EngineError, InvalidInput):
+    """HTTP 400: a stored template or script refused a call's parameter and named it (`param`),
+    e.g. `w` = "NaN" - "param w must be a finite number in [0, 1], got [NaN]" (`reason`)."""
+
+    def __init__(self, message: str, status: int | None = None, body: object = None, *, param: str, reason: str):
+        super().__init__(message, status, body)
+        self.param = param
+        self.reason = reason
+
+
 class EngineUnavailable(EngineError):
     """Nothing answers at the configured URL."""
 

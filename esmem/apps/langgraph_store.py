@@ -122,8 +122,8 @@ class EsmemStore(BaseStore):
         return items[op.offset:op.offset + op.limit]
 
     def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        resp = self.store.catalog.search(Search("namespaces", {}))
-        spaces = {tuple(b["key"].split(SEP)) for b in resp["aggregations"]["ns"]["buckets"]}
+        spaces = {tuple(ns.split(SEP)) for ns, by_status in self.store.recaller.namespaces().items()
+                  if by_status.get("active")}
         spaces = {s for s in spaces if all(_matches(s, c) for c in op.match_conditions or ())}
         if op.max_depth is not None:
             spaces = {s[:op.max_depth] for s in spaces}

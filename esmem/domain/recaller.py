@@ -212,11 +212,21 @@ class Recaller:
         return sorted(found.values(), key=lambda m: (m.valid_from, m.recorded_at or m.valid_from, m.id))
 
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
-        """Memories of a namespace (all without one) with a status (any with None): stored `count`."""
-        params = {k: v for k, v in (("namespace", namespace), ("status", status)) if v}
+        """Memories of a namespace (stored `count`), or of every namespace (stored `namespaces`), with a
+        status (any with None)."""
         self.catalog.refresh()
+        if namespace is None:
+            buckets = self.catalog.search(Search("namespaces", {}))["aggregations"]["status"]["buckets"]
+            return sum(b["doc_count"] for b in buckets if status is None or b["key"] == status)
+        params = {k: v for k, v in (("namespace", namespace), ("status", status)) if v}
         resp = self.catalog.search(Search("count", params, routing=namespace))
         return int(resp["hits"]["total"]["value"])
+
+    def namespaces(self) -> dict[str, dict[str, int]]:
+        """Every namespace that holds a memory (at most 10,000), with its count per status."""
+        resp = self.catalog.search(Search("namespaces", {}))
+        return {b["key"]: {s["key"]: s["doc_count"] for s in b["status"]["buckets"]}
+                for b in resp["aggregations"]["ns"]["buckets"]}
 
 
 def _reheat_ops(namespace: str, ids: Iterable[str], now: datetime, rho: float) -> list[ScriptOp]:
@@ -250,7 +260,7 @@ def term_contributions(expl: Mapping[str, Any]) -> dict[str, float]:
             key = f"{m.group(1)}:{m.group(2)}"
             out[key] = out.get(key, 0.0) + float(node.get("value", 0.0))
             return
-        if desc.startswith("field value function:"):  # must-not-miss: boost * importance / 10
+        if desc.startswith("script score function") and "must_not_miss'" in desc:  # boost * importance / 10
             must_not_miss = True
             return
         for child in node.get("details", []):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 
 from esmem.errors import EngineError, NotFound
-from esmem.index.engine import Engine, ndjson
+from esmem.index.engine import Engine, ndjson, parameter_error
 from esmem.index.install import Names, require_installed
 from esmem.index.scripted import scripted_bulk
 
@@ -95,7 +95,8 @@ class Catalog:
         resp = self.engine.request("POST", f"/{self.alias}/_msearch/template", ndjson(lines))
         for r in resp["responses"]:
             if "error" in r:
-                raise EngineError(f"{what} failed: {r['error']}", r.get("status"), r["error"])
+                raise (parameter_error(what, r.get("status"), r["error"])
+                       or EngineError(f"{what} failed: {r['error']}", r.get("status"), r["error"]))
         return resp["responses"]
 
     def scroll(self, s: Search, page: int) -> Iterator[dict[str, Any]]:

@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterable
 import orjson
 
 from esmem.index.connection import ConnectionConfig, redact_text
-from esmem.errors import (AuthenticationFailed, EngineError, EngineUnavailable, NotFound, TLSFailure, UnsupportedEngine,
-                     VersionConflict)
+from esmem.errors import (AuthenticationFailed, EngineError, EngineUnavailable, InvalidParameter, NotFound, TLSFailure,
+                          UnsupportedEngine, VersionConflict)
 
 # The clients log every 404 as a warning; esmem maps errors itself (NotFound is often expected).
 for _name in ("opensearch", "elastic_transport.transport"):
@@ -270,7 +270,47 @@ def _map_error(e: Exception, method: str, path: str, engine: "Engine") -> Engine
         return NotFound(f"{method} {path}: not found ({reason})", status, body)
     if status == 409:
         return VersionConflict(f"{method} {path}: version conflict ({reason})", status, body)
-    return EngineError(f"{method} {path}: HTTP {status}: {reason}", status, body)
+    return parameter_error(f"{method} {path}", status, body) or EngineError(f"{method} {path}: HTTP {status}: {reason}",
+                                                                             status, body)
+
+
+# How the stored templates and scripts name a refused parameter: a Painless check's message
+# (painless/params/number.painless, fuse), or the bare word a template renders first when a value has
+# the wrong shape (the engine's JSON parser quotes it: "Unrecognized token 'vector_must_be_a_list_of_numbers'").
+_PARAM_REASON = re.compile(r"^param (\w+) (must .*)", re.S)
+_PARAM_TOKEN = re.compile(r"Unrecognized token '(\w+?)_(must_be_\w+)'")
+
+
+def parameter_error(what: str, status: int | None, body: Any) -> InvalidParameter | None:
+    """An InvalidParameter when an HTTP 400's error (a response's, or one `_msearch` item's) names a
+    refused parameter, else None."""
+    if status != 400:
+        return None
+    for reason in _reasons(body):
+        m = _PARAM_REASON.match(reason)
+        if m:
+            param, why = m.group(1), m.group(2)
+        else:
+            t = _PARAM_TOKEN.search(reason)
+            if not t:
+                continue
+            param, why = t.group(1), t.group(2).replace("_", " ")
+        return InvalidParameter(f"{what}: parameter {param} {why}", status, body, param=param,
+                                reason=f"param {param} {why}")
+    return None
+
+
+def _reasons(node: Any) -> Iterable[str]:
+    """Every `reason` of an error body: its caused_by chain, root causes and failed shards."""
+    if isinstance(node, dict):
+        if isinstance(node.get("reason"), str):
+            yield node["reason"]
+        for key in ("error", "caused_by", "reason"):
+            if isinstance(node.get(key), dict):
+                yield from _reasons(node[key])
+        for key in ("root_cause", "failed_shards"):
+            for child in node.get(key) or ():
+                yield from _reasons(child)
 
 
 def _reason(body: Any) -> str | None:

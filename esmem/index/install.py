@@ -377,6 +377,12 @@ def _mnm(out: dict[str, Any]) -> dict[str, Any] | None:
     return should[1]["function_score"] if len(should) > 1 else None
 
 
+def _gate_on(gate: dict[str, Any]) -> bool:
+    """A flag's gate as rendered without the flag: `exists` on the namespace field (every memory) when
+    the default is on, on a field no memory has when it is off."""
+    return gate["exists"]["field"] == "namespace"
+
+
 def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
                     with_mnm: dict[str, Any] | None = None) -> InstalledPolicy:
     """The policy a rendered recall holds; `with_mnm`: the same rendered with must_not_miss on, when
@@ -393,26 +399,28 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
         raise ValueError("no must-not-miss clause")
     mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
     functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
+    flat = [c["bool"]["filter"][0]["term"]["kind"] for f in fs["functions"]
+            if f["script_score"]["script"]["params"]["kind"] == "*" for c in f["filter"]["bool"]["should"]]
     script = functions[0]
     for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma"):
         if len({f[name] for f in functions}) > 1:
             raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
     hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
                                        if f["kind"] not in ("", "*")}
-    hl.update({kind: None for f in functions if f["kind"] == "*" for kind in f["hls"]})
+    hl.update({kind: None for kind in flat})
     if sorted(hl) != sorted(KINDS) or not all(hl[k] is None or hl[k].total_seconds() > 0 for k in hl):
         raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
     params = RecallParams(
         mode=script["mode"], half_life=None, kind_half_lives=hl,
         **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma")},
-        must_not_miss=_mnm(out) is not None and mnm_bool["filter"][0]["term"]["namespace"] == "n",
+        must_not_miss=_mnm(out) is not None and _gate_on(mnm_bool["filter"][0]),
         importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
-        must_not_miss_boost=float(mnm["functions"][0]["field_value_factor"]["factor"]),
+        must_not_miss_boost=float(mnm["functions"][0]["script_score"]["script"]["params"]["must_not_miss_boost"]),
         entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
         neighbour_boost=float(lexical[2]["match"]["neighbours"]["boost"]),
         min_importance=float(flt[3]["range"]["importance"]["gte"]),
         window=int(out["size"]), kinds=kinds or None, rescore_window=int(rescore["window_size"]) if rescore else 0,
-        include_superseded=flt[1]["bool"]["should"][1]["term"]["namespace"] == "n",
+        include_superseded=_gate_on(flt[1]["bool"]["should"][1]),
         **{k: client[k] for k in CLIENT_KNOBS if k in client})
     return InstalledPolicy(params, tuple(client.get("evergreen_kinds", ())))
 
