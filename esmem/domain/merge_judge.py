@@ -54,15 +54,15 @@ def ask(judge: MergeJudge, questions: Sequence[Question]) -> list[bool]:
     return answers
 
 
-def verdicts(judge: MergeJudge, items: Sequence[tuple[str, str, Sequence[Candidate]]], policy: MergePolicy,
-             known: dict[tuple[str, str], bool]) -> list[dict[str, bool]]:
-    """The judge's answer for every judgeable candidate of each (content, kind, candidates) item, in
-    one call for the questions `known` (content, candidate id -> answer) does not answer yet."""
+def verdicts(judge: MergeJudge, items: Sequence[tuple[str, str, str | None, Sequence[Candidate]]],
+             policy: MergePolicy, known: dict[tuple[str, str], bool | None]) -> list[dict[str, bool | None]]:
+    """The judge's answer for every judgeable candidate of each (content, kind, valid_from, candidates)
+    item, in one call for the questions `known` (content, candidate id -> answer) does not answer yet."""
     todo: dict[tuple[str, str], Question] = {}
-    for content, kind, cands in items:
-        for c in judgeable(content, kind, cands, policy):
+    asked = [judgeable(content, kind, cands, policy, valid_from) for content, kind, valid_from, cands in items]
+    for (content, kind, _, _), cands in zip(items, asked):
+        for c in cands:
             if (content, c.id) not in known:
                 todo.setdefault((content, c.id), Question(content, str(c.source["content"]), kind))
     known.update(zip(todo, ask(judge, list(todo.values()))))
-    return [{c.id: known[(content, c.id)] for c in judgeable(content, kind, cands, policy)}
-            for content, kind, cands in items]
+    return [{c.id: known[(content, c.id)] for c in cands} for (content, _, _, _), cands in zip(items, asked)]

@@ -195,14 +195,13 @@ class Writer:
                 out.setdefault(c.id, replace(c, bm25=0.0))
         return list(out.values())
 
-    def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]],
-                history: bool = True) -> list[Decision]:
+    def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]]) -> list[Decision]:
         """merge.decide per (document, candidates); with a judge, its answers replace the supersede rule
         (asked once for the batch, checked before anything is written)."""
-        judged: list[dict[str, bool] | None] = list(verdicts(
-            self.judge, [(d["content"], d["kind"], c) for d, c in items], self.merge, self._known)) \
-            if self.judge else [None] * len(items)
-        return [decide(d["content"], d["kind"], c, self.merge, d["valid_from"] if history else None, v)
+        judged: list[dict[str, bool | None] | None] = list(verdicts(
+            self.judge, [(d["content"], d["kind"], d["valid_from"], c) for d, c in items],
+            self.merge, self._known)) if self.judge else [None] * len(items)
+        return [decide(d["content"], d["kind"], c, self.merge, d["valid_from"], v)
                 for (d, c), v in zip(items, judged)]
 
     def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
@@ -274,7 +273,7 @@ class Writer:
         if self._novelty:
             for doc_id, result in done:
                 doc = pairs[at[doc_id]][1]
-                if result.action in ("added", "superseded"):
+                if result.action in ("added", "superseded", "uncertain"):
                     self._novelty.learn(doc_id, doc, written=not result.replayed)
                 if not result.replayed:
                     self._novelty.forget(doc, result.superseded)
@@ -491,6 +490,9 @@ class Writer:
         if action == "supersede":
             return WriteResult("superseded", doc_id, tuple(sup if isinstance(sup, list) else [sup]), replayed=True,
                                dry_run=dry_run)
+        if action == "uncertain":
+            return WriteResult("uncertain", doc_id, possibly_updates=tuple(_listed(src.get("possibly_updates"))),
+                               replayed=True, dry_run=dry_run)
         return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
 
     def _commit(self, work: list[tuple[str, dict[str, Any], Decision]], resumed: Mapping[str, list[str]],
@@ -528,6 +530,8 @@ class Writer:
             if dec.action == "outdated":
                 body.update(status="superseded", superseded_by=dec.targets[0].id,
                             invalid_at=dec.targets[0].source["valid_from"])
+            elif dec.action == "uncertain" and not kept[doc_id]:
+                body["possibly_updates"] = [t.id for t in dec.targets]
             docs.append((doc_id, body))
         creating = [(i, d) for i, d, _ in mems if i in final]
         existed: set[str] = set()
@@ -544,6 +548,8 @@ class Writer:
             elif kept[doc_id]:
                 results[doc_id] = WriteResult("superseded", doc_id, tuple(kept[doc_id]), scores=dec.scores,
                                               replayed=bool(resumed.get(doc_id)))
+            elif dec.action == "uncertain":
+                results[doc_id] = self._result(doc_id, dec)
             else:
                 results[doc_id] = WriteResult("added", doc_id, scores=dec.scores)
         restates = [ScriptOp(d["namespace"], dec.targets[0].id, "restate",
@@ -607,7 +613,7 @@ class Writer:
                                                                         "anchor_at": doc["anchor_at"]})])[0]:
                     return self._result(doc_id, dec)
                 continue
-            if dec.action in ("add", "outdated"):
+            if dec.action in ("add", "outdated", "uncertain"):
                 return dec
             ops = [ScriptOp(ns, t.id, "retire", {"winner": doc_id, "invalid_at": doc["valid_from"]}) for t in dec.targets]
             won = [t.id for t, ok in zip(dec.targets, self._scripted(ops)) if ok]
@@ -664,15 +670,15 @@ class Writer:
         legs = [self._lookups(d, seen) for _, d in written]
         found_at = _groups(self.catalog.msearch([s for group in legs for s in group], "merge lookup"),
                            [len(g) for g in legs])
-        twins_of = self._decide([(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(written, found_at)],
-                                history=False)
+        twins_of = self._decide([(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(written, found_at)])
         for (doc_id, d), dec in zip(written, twins_of):
-            twins = dec.targets
-            for twin in twins:
-                mine = (d["valid_from"], d["recorded_at"], doc_id)
-                theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
-                winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
-                self._retire(d["namespace"], loser, winner)
+            if dec.action not in ("supersede", "duplicate", "outdated"):
+                continue
+            twin = dec.targets[0]  # the reading put the older of the pair first: the newer one wins
+            mine = (d["valid_from"], d["recorded_at"], doc_id)
+            theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
+            winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
+            self._retire(d["namespace"], loser, winner)
 
     def _may_have_twins(self, written: list[tuple[str, dict[str, Any]]],
                         seen: int | None) -> list[tuple[str, dict[str, Any]]]:
@@ -756,6 +762,9 @@ class Writer:
         if dec.action == "outdated":
             return WriteResult("outdated", doc_id, outdated_by=dec.targets[0].id, scores=dec.scores,
                                dry_run=dry_run)
+        if dec.action == "uncertain":
+            return WriteResult("uncertain", doc_id, possibly_updates=tuple(t.id for t in dec.targets),
+                               scores=dec.scores, dry_run=dry_run)
         return WriteResult("added", doc_id, scores=dec.scores, dry_run=dry_run)
 
     def restore(self, old: Memory, successor: Memory | None, *, retire_successor: bool = True) -> None:
@@ -771,6 +780,11 @@ class Writer:
                 self.catalog.set_fields(ns, successor.id,
                                         {"supersedes": [s for s in successor.supersedes if s != old.id] or None})
         self.catalog.set_fields(ns, old.id, {"status": "active", "superseded_by": None, "invalid_at": None})
+
+
+def _listed(value: Any) -> list[str]:
+    """A keyword field as a list (the engine returns one value unwrapped when it was written so)."""
+    return [] if value is None else list(value) if isinstance(value, list) else [value]
 
 
 def _groups(items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
