@@ -20,7 +20,7 @@ from esmem.errors import InvalidInput
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 OLD_RULE = "On HTTP 429 wait 1 second and retry, at most 3 times, then skip the step"
-NEW_RULE = "On HTTP 429 back off exponentially with random jitter and retry, at most 5 times, then skip the step"
+NEW_RULE = "On HTTP 429 now back off exponentially with random jitter and retry, at most 5 times, then skip the step"
 PAYMENTS = "Payments are capped at 100 requests per minute per key"
 
 

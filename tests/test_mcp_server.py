@@ -23,7 +23,8 @@ from esmem.domain.store import MemoryStore
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_text(encoding="utf-8").splitlines())
          if o.get("type") == "memory"}
-OLD_429, NEW_429 = RULES["s01"]["content"], RULES["r09"]["content"]
+# the rule store's r09, saying that it changes s01 (改成)
+OLD_429, NEW_429 = RULES["s01"]["content"], RULES["r09"]["content"].replace("限流时按", "限流时改成按")
 PEANUTS = "我对花生过敏"
 TOOLS = {"remember", "recall", "context", "history", "restore", "forget"}
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from esmem.errors import InvalidInput
-from esmem.apps.merge_pairs import Pair, Scored, load_pairs, precision_recall, report, score_pairs
+from esmem.apps.merge_pairs import Pair, Scored, groups, load_pairs, precision_recall, report, score_pairs, wrong
 from semantic_support import minilm
 
 DATASET = Path(__file__).resolve().parent.parent / "datasets" / "merge_pairs.jsonl"
@@ -33,24 +33,37 @@ def test_bad_lines_are_refused(tmp_path) -> None:
 
 
 def test_precision_recall_by_hand() -> None:
-    up, diff = Pair("a", "b", "fact", "update"), Pair("c", "d", "fact", "different")
-    scored = [Scored(up, True, 0.9), Scored(up, False, 0.8), Scored(diff, True, 0.2), Scored(diff, False, 0.85)]
-    assert precision_recall([True, False, True, False], scored) == {
-        "precision": 0.5, "recall": 0.5, "merges": 2.0, "true_updates": 2.0}
+    up, diff = Pair("a", "b", "fact", "update", "en", "x"), Pair("c", "d", "rule", "different", "zh", "y")
+    scored = [Scored(up, "superseded", cosine=0.9), Scored(up, "uncertain", cosine=0.8),
+              Scored(diff, "duplicate", cosine=0.2), Scored(diff, "added", cosine=0.85)]
+    assert precision_recall([s.merged for s in scored], scored) == {
+        "precision": 0.5, "recall": 0.5, "merges": 2.0, "true_updates": 2.0, "pairs": 4.0, "uncertain": 1.0}
     rows = {r["criterion"]: r for r in report(scored, [0.8])}
     assert rows["semantic cos>=0.8"]["precision"] == pytest.approx(2 / 3)
     assert rows["semantic cos>=0.8"]["recall"] == 1.0
-    assert rows["both (lexical or cos>=0.8)"]["merges"] == 4.0
+    assert rows["either (esmem or cos>=0.8)"]["merges"] == 4.0
+    assert set(groups(scored)) == {"all", "lang=en", "lang=zh", "kind=fact", "kind=rule", "type=x", "type=y",
+                                   "label=update", "label=different"}
+    assert wrong(scored) == [scored[1], scored[2]]  # an uncertain update counts as not merged
 
 
-def test_scores_come_from_the_engines_merge_decision_and_the_model(engine) -> None:
+def test_decisions_come_from_the_engines_write_path(engine) -> None:
     pairs = [Pair("Deploys to production only happen on Fridays.",
                   "Deploys to production only happen on Fridays!", "rule", "update"),  # a restatement: duplicate
+             Pair("My laptop is a ThinkPad X1.", "My work phone is a Pixel 8.", "fact", "different"),
+             Pair("I am allergic to penicillin.", "I am allergic to shellfish as well.", "fact", "different")]
+    scored = score_pairs(engine, pairs)
+    assert [s.action for s in scored] == ["duplicate", "added", "added"]
+    assert scored[2].why.startswith("coexists: an additive cue") and all(s.cosine is None for s in scored)
+    assert not [r for r in engine.request("GET", "/_cat/indices/esmem-pairs-*", params={"format": "json"})]
+
+
+def test_with_an_embedder_each_pair_has_its_own_cosine(engine) -> None:
+    pairs = [Pair("Deploys to production only happen on Fridays.",
+                  "Deploys to production only happen on Fridays!", "rule", "update"),
              Pair("My laptop is a ThinkPad X1.", "My work phone is a Pixel 8.", "fact", "different")]
     scored = score_pairs(engine, pairs, minilm())
-    assert [s.lexical for s in scored] == [True, False]
     for s in scored:  # each pair's own two vectors, in order
         a, b = minilm().embed([s.pair.old, s.pair.new])
         assert s.cosine == pytest.approx(sum(x * y for x, y in zip(a, b)), abs=1e-6)
     assert scored[0].cosine > 0.9 and scored[1].cosine < 0.5
-    assert not [r for r in engine.request("GET", "/_cat/indices/esmem-pairs-*", params={"format": "json"})]

@@ -45,18 +45,29 @@ def test_two_rules_that_share_one_query_word_are_not_versions_of_each_other() ->
     assert not same_topic(frozenset({"a"}), frozenset(), 0.5)
 
 
+UPDATES = [
+    MemoryInput("The team stand-up is at 9:30 every weekday", "u", kind="event", valid_from=MARCH),
+    MemoryInput("On HTTP 429 wait 1 s and retry three times", "u", kind="rule", valid_from=MARCH),
+    MemoryInput("每周五下午 4 点开周会", "u", kind="event", valid_from=MARCH),
+    MemoryInput("Stand-up moved to 10:00 from next week", "u", kind="event", valid_from=SEPT),
+    MemoryInput("On 429 back off with jitter", "u", kind="rule", valid_from=SEPT),
+    MemoryInput("周会改到周四上午 10 点了", "u", kind="event", valid_from=SEPT),
+]
+
+
 @pytest.fixture
 def updates(engine, installed) -> MemoryStore:
-    store = MemoryStore(engine, installed, merge=MergePolicy(), clock=lambda: NOW)
-    store.remember_many([
-        MemoryInput("The team stand-up is at 9:30 every weekday", "u", kind="event", valid_from=MARCH),
-        MemoryInput("On HTTP 429 wait 1 s and retry three times", "u", kind="rule", valid_from=MARCH),
-        MemoryInput("每周五下午 4 点开周会", "u", kind="event", valid_from=MARCH),
-        MemoryInput("Stand-up moved to 10:00 from next week", "u", kind="event", valid_from=SEPT),
-        MemoryInput("On 429 back off with jitter", "u", kind="rule", valid_from=SEPT),
-        MemoryInput("周会改到周四上午 10 点了", "u", kind="event", valid_from=SEPT),
-    ])
+    """Both versions of each topic active (merge off): resolution is what puts the newer first."""
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    store.remember_many(UPDATES)
     return store
+
+
+def test_with_merge_on_the_updates_that_say_so_are_superseded_at_write_time(engine, installed) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(), clock=lambda: NOW)
+    actions = [r.action for r in store.remember_many(UPDATES)]
+    # "moved to" and 改到 say what changed; "back off with jitter" shares too little with the 429 rule
+    assert actions == ["added", "added", "added", "superseded", "added", "superseded"]
 
 
 @pytest.mark.parametrize("query, new, old", [
@@ -67,7 +78,7 @@ def updates(engine, installed) -> MemoryStore:
 def test_the_update_ranks_first_and_the_old_version_stays_below_it(updates: MemoryStore, query, new, old) -> None:
     res = updates.recall(query, "u", 5, now=NOW, touch=False)
     ranked = [r.memory.content for r in res.items]
-    assert ranked[0] == new and old in ranked  # merge saw no update: both active, the old one demoted
+    assert ranked[0] == new and old in ranked  # both active, the old one demoted
     top, stale = res.items[0], next(r for r in res.items if r.memory.content == old)
     assert stale.demoted_by == top.memory.id and stale.score == pytest.approx(0.9 * top.score)
     off = updates.recall(query, "u", 5, now=NOW, touch=False, params=RecallParams(resolve=False))

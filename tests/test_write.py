@@ -59,7 +59,13 @@ NEW_FACTS = [
 ]
 
 
-def test_restatements_merge_and_new_facts_add(clocked: MemoryStore) -> None:
+def _update_of_s01(lines: dict) -> str:
+    """The rule store's r09 saying that it changes s01 (改成): without a cue the two differ in two places,
+    which the reading leaves uncertain."""
+    return lines["r09"]["content"].replace("限流时按", "限流时改成按")
+
+
+def test_restatements_merge_or_link_and_new_facts_add(clocked: MemoryStore) -> None:
     current = [o for o in rule_lines() if o["id"].startswith("r")]
     assert len(current) == 24
     ids = {o["id"]: r.id for o, r in zip(current, clocked.remember_many(_inputs(current)))}
@@ -69,12 +75,13 @@ def test_restatements_merge_and_new_facts_add(clocked: MemoryStore) -> None:
     kinds = {o["id"]: o["kind"] for o in current}
     results = [clocked.remember(text, "rules", kind=kinds.get(RESTATEMENTS.get(text, ""), "rule"),
                                 valid_from=NOW - DAY) for text in writes]
-    merged = {text: r for text, r in zip(writes, results) if r.action in ("superseded", "duplicate")}
+    merged = {text: r for text, r in zip(writes, results) if r.action in ("superseded", "duplicate", "uncertain")}
     assert sum(r.action == "added" for r in results) == 6 and len(merged) == 4
-    for text, res in merged.items():
+    for text, res in merged.items():  # each restatement merges with, or links, the rule it restates
         old = ids[RESTATEMENTS[text]]
-        assert res.superseded == (old,) or res.duplicate_of == old, text
-    assert clocked.count("rules") == 30
+        assert old in (res.superseded + res.possibly_updates + (res.duplicate_of,)), text
+    uncertain = sum(r.action == "uncertain" for r in results)
+    assert clocked.count("rules") == 30 + uncertain
     for text, res in merged.items():  # superseded, never deleted
         if res.action == "superseded":
             old = clocked.get("rules", ids[RESTATEMENTS[text]])
@@ -92,7 +99,7 @@ def test_dry_run_decides_without_writing(clocked: MemoryStore) -> None:
 def test_conflict_update_wins_and_as_of_returns_the_old_version(clocked: MemoryStore) -> None:
     lines = {o["id"]: o for o in rule_lines()}
     old = clocked.remember(lines["s01"]["content"], "c", kind="rule", valid_from="2026-07-05T09:00:00Z")
-    new = clocked.remember(lines["r09"]["content"], "c", kind="rule", valid_from="2026-08-21T09:00:00Z")
+    new = clocked.remember(_update_of_s01(lines), "c", kind="rule", valid_from="2026-08-21T09:00:00Z")
     assert new.action == "superseded" and new.superseded == (old.id,)
     for mode in ("blend", "multiply", "weighted"):
         res = clocked.recall("429 怎么重试", "c", 5, params=RecallParams(mode=mode), now=NOW, touch=False)
@@ -123,14 +130,14 @@ def test_restore_undoes_a_wrong_merge(clocked: MemoryStore) -> None:
     # BM25's IDF comes from the whole index: give it the rule store, as a real deployment has
     clocked.remember_many(_inputs([o for o in rule_lines() if o["id"].startswith("r")], "others"))
     a = clocked.remember("每周日把 Markdown 源文件备份到本机的 blog-backup 目录，保留 30 天", "u", kind="rule")
-    b = clocked.remember("每周日把 Markdown 源文件备份到 NAS 的 blog-backup 目录，保留 90 天", "u", kind="rule")
+    b = clocked.remember("每周日把 Markdown 源文件改成备份到 NAS 的 blog-backup 目录，保留 90 天", "u", kind="rule")
     assert b.superseded == (a.id,)
     restored = clocked.restore("u", a.id)
     assert restored.status == "active" and restored.superseded_by is None and restored.invalid_at is None
     assert clocked.get("u", b.id).status == "retired"
     assert clocked.count("u") == 1 and clocked.count("u", status=None) == 2
     # keep both: the merge joined two different facts
-    c = clocked.remember("每周日把 Markdown 源文件备份到移动硬盘的 blog-backup 目录，保留 60 天", "u", kind="rule")
+    c = clocked.remember("每周日把 Markdown 源文件改成备份到移动硬盘的 blog-backup 目录，保留 60 天", "u", kind="rule")
     assert c.superseded == (a.id,), c
     clocked.restore("u", a.id, retire_successor=False)
     assert clocked.get("u", a.id).status == "active" and clocked.get("u", c.id).status == "active"
@@ -228,18 +235,21 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
     base = ["--url", engine.url, "--prefix", installed]
     res = runner.invoke(cli, [*base, "import", str(good)])
     assert res.exit_code == 0, res.output
-    assert res.stdout.strip() == "29 memories: 24 added, 5 merged, 0 duplicate, 0 outdated"
+    # s05 -> r19 says what changed (改到) and is merged; s01-s04 are rewritten in several places with no
+    # cue: linked as uncertain, both active (recall puts the newer first)
+    assert res.stdout.strip() == "29 memories: 24 added, 1 merged, 0 duplicate, 0 outdated, 4 uncertain"
     bad = tmp_path / "bad.jsonl"
     bad.write_text(lines[0] + "\n" + '{"content": "x", "namespace": "imp2"}\n{"content": oops}\n', encoding="utf-8")
     res = runner.invoke(cli, [*base, "import", str(bad)])
     assert res.exit_code == 2 and "bad.jsonl:3: invalid JSON" in res.output
     store = MemoryStore(engine, installed)
     assert store.count("imp2", status=None) == 0
-    assert store.count("imp") == 24
+    assert store.count("imp") == 28
     again = runner.invoke(cli, [*base, "import", str(good)])  # a re-import is a replay: nothing new at all
-    assert again.stdout.strip() == "29 memories: 0 added, 0 merged, 0 duplicate, 0 outdated, 29 already imported"
+    assert again.stdout.strip() == \
+        "29 memories: 0 added, 0 merged, 0 duplicate, 0 outdated, 0 uncertain, 29 already imported"
     assert store.count("imp", status=None) == 29
-    assert store.count("imp") == 24
+    assert store.count("imp") == 28
     newest = {h.memory.external_id for h in store.recall("429 怎么重试", "imp", 1, touch=False).items}
     assert newest == {"r09"}
 
@@ -247,7 +257,7 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
 def test_late_older_statement_becomes_history(clocked: MemoryStore) -> None:
     clocked.remember_many(_inputs([o for o in rule_lines() if o["id"].startswith("r")], "bg"))
     lines = {o["id"]: o for o in rule_lines()}
-    new = clocked.remember(lines["r09"]["content"], "late", kind="rule", valid_from="2026-08-21T09:00:00Z")
+    new = clocked.remember(_update_of_s01(lines), "late", kind="rule", valid_from="2026-08-21T09:00:00Z")
     old = clocked.remember(lines["s01"]["content"], "late", kind="rule", valid_from="2026-07-05T09:00:00Z")
     assert old.action == "outdated" and old.outdated_by == new.id
     stored = clocked.get("late", old.id)
@@ -266,7 +276,7 @@ def test_cli_remember_dry_run_history_and_restore(engine, installed) -> None:
     first = runner.invoke(cli, [*base, "remember", "每周日把 Markdown 源文件备份到本机的 blog-backup 目录，保留 30 天",
                                 "-n", "cli", "--kind", "rule", "--json"])
     old_id = json.loads(first.stdout)["id"]
-    text = "每周日把 Markdown 源文件备份到 NAS 的 blog-backup 目录，保留 90 天"
+    text = "每周日把 Markdown 源文件改成备份到 NAS 的 blog-backup 目录，保留 90 天"
     dry = runner.invoke(cli, [*base, "remember", text, "-n", "cli", "--kind", "rule", "--dry-run"])
     assert dry.exit_code == 0 and dry.stdout.startswith(f"(dry run) superseded {old_id}")
     assert "bm25=" in dry.stdout and "overlap=" in dry.stdout
@@ -435,7 +445,7 @@ def _everything(store: MemoryStore) -> dict:
 
 @pytest.mark.fresh_prefix("deletes and re-creates the index between its two runs")
 def test_a_long_write_into_new_groups_skips_look_ups_and_decides_as_with_them(engine, installed, monkeypatch) -> None:
-    """#18: in a (namespace, kind) group that held no active memory when a long write began, a memory
+    """In a (namespace, kind) group that held no active memory when a long write began, a memory
     that none of the write's earlier ones could merge with is added without a look-up. The results
     (but the candidate scores of those adds) and every stored document equal a run that looks all up."""
     from esmem.apps.bench import generate
@@ -463,9 +473,10 @@ def test_a_long_write_into_new_groups_skips_look_ups_and_decides_as_with_them(en
             results = store.remember_many(items, batch_size=40)
             runs.append(([replace(r, scores={}) for r in results], _everything(store), searches.count("lookup")))
     (looked, stored, all_lookups), (skipped, stored_skipping, lookups) = runs
-    assert {r.action for r in looked} >= {"added", "duplicate", "superseded"}
+    assert {r.action for r in looked} >= {"added", "duplicate"} and {r.action for r in looked} & {"superseded", "uncertain"}
     assert skipped == looked and stored_skipping == stored
-    assert all_lookups >= len(items) - 40 and lookups < all_lookups / 2
+    # a memory carrying a change cue may be read against one sharing a quarter of its words, so fewer skip
+    assert all_lookups >= len(items) - 40 and lookups < 0.7 * all_lookups
 
 
 def test_a_write_that_skipped_look_ups_settles_with_a_twin_written_before_its_batch(clocked: MemoryStore) -> None:
@@ -506,7 +517,7 @@ def test_a_long_write_does_not_look_up_a_memory_that_could_merge_only_with_one_i
 
     store = clocked
     steps = "payments service deploys run through the jenkins pipeline with canary stages and manual approval"
-    old, new, later = f"{steps} after the berlin standup", f"{steps} on fridays", "the berlin standup is early"
+    old, new, later = f"{steps} after the berlin standup", f"{steps} on fridays now", "the berlin standup is early"
     policy = MergePolicy()
     assert could_merge(later, old, "fact", policy) and not could_merge(later, new, "fact", policy)
     fillers = ["Alice owns the billing dashboards", "the search cluster has three nodes",

@@ -42,12 +42,13 @@ LINES = [
     {"id": "v1", "kind": "rule", "valid_from": "2026-01-01T09:00:00Z",
      "content": "on HTTP 429 rate limit responses from the payments api wait one second and retry at most three times"},
     {"id": "v2", "kind": "rule", "valid_from": "2026-02-01T09:00:00Z",
-     "content": "on HTTP 429 rate limit responses from the payments api back off exponentially and retry at most five times"},
+     "content": "on HTTP 429 rate limit responses from the payments api now back off exponentially and retry at most "
+                "five times"},
     {"id": "v3", "kind": "rule", "valid_from": "2026-03-01T09:00:00Z",
-     "content": "on HTTP 429 rate limit responses from the payments api back off exponentially with random jitter "
+     "content": "on HTTP 429 rate limit responses from the payments api now back off exponentially with random jitter "
                 "and retry at most five times"},
     {"id": "v3-again", "kind": "rule", "valid_from": "2026-04-01T09:00:00Z",
-     "content": "On HTTP 429 rate-limit responses from the payments API back off exponentially with random jitter "
+     "content": "On HTTP 429 rate-limit responses from the payments API now back off exponentially with random jitter "
                 "and retry at most five times"},
     {"id": "v0", "kind": "rule", "valid_from": "2025-12-01T09:00:00Z",
      "content": "on HTTP 429 rate limit responses from the payments api retry immediately at most three times"},
@@ -125,12 +126,12 @@ def test_double_import_equals_one_clean_import(engine, background, tmp_path: Pat
     runner = CliRunner()
     base = ["--url", engine.url, "--prefix", background, "import", str(path)]
     once = runner.invoke(cli, [*base, "-n", "once"])
-    assert once.exit_code == 0 and once.stdout.strip() == "3 memories: 1 added, 2 merged, 0 duplicate, 0 outdated"
+    assert once.exit_code == 0 and once.stdout.strip() == "3 memories: 1 added, 2 merged, 0 duplicate, 0 outdated, 0 uncertain"
     first = runner.invoke(cli, [*base, "-n", "twice"])
     second = runner.invoke(cli, [*base, "-n", "twice"])
     assert first.stdout == once.stdout
     assert second.exit_code == 0 and second.stdout.strip() == \
-        "3 memories: 0 added, 0 merged, 0 duplicate, 0 outdated, 3 already imported"
+        "3 memories: 0 added, 0 merged, 0 duplicate, 0 outdated, 0 uncertain, 3 already imported"
     store = MemoryStore(engine, background)
     alias = store.alias
     clean = dump(engine, alias, "once", labels_for("once"))
@@ -179,10 +180,7 @@ def test_cut_at_every_request_then_retry_converges(engine, background, relay: Re
     """Cut the connection at each request of an import in turn (after the engine applied it, and
     before it reached the engine); the retry must end in exactly the clean run's state."""
     direct = MemoryStore(engine, background, clock=lambda: NOW)
-    # 60 namespaces of the same lines share one index and drive the IDF of their words towards 0:
-    # decide on token overlap alone (min_bm25=0) so every namespace sees the same decisions
-    merge = MergePolicy(min_bm25=0.0)
-    via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW, merge=merge)
+    via = MemoryStore(Engine(relay.url), background, clock=lambda: NOW)
     via.alias  # noqa: B018 - engine detection and the install check are lazy: keep them out of the counted requests
     n0 = len(relay.seen)
     clean_results = via.remember_many(_inputs("clean"))
@@ -199,7 +197,7 @@ def test_cut_at_every_request_then_retry_converges(engine, background, relay: Re
                 via.remember_many(_inputs(ns))
             assert relay.fired
             relay.heal()
-            retry = MemoryStore(Engine(relay.url), background, clock=lambda: NOW, merge=merge).remember_many(_inputs(ns))
+            retry = MemoryStore(Engine(relay.url), background, clock=lambda: NOW).remember_many(_inputs(ns))
             assert [r.action for r in retry] == [r.action for r in clean_results]
             if dump(engine, direct.alias, ns, labels_for(ns)) != clean:
                 failures.append(f"{cut} {requests[i - 1].method} {requests[i - 1].path} (#{i})")
@@ -464,15 +462,15 @@ def test_engine_down_only_signals_its_own_engine(tmp_path: Path) -> None:
 
 # -- 2./5. kill -9 of the engine mid-import --------------------------------------------------------
 def _corpus(n_topics: int = 120, versions: int = 6) -> list[dict]:
-    """Lines on distinct topics, each restated a few times (updates, exact duplicates, late old ones),
-    with every decision far from the merge thresholds so BM25 statistics cannot flip one."""
+    """Lines on distinct topics, each restated a few times (updates: a number changes; exact duplicates;
+    late old ones)."""
     rng = random.Random(9)
     lines = []
     for t in range(n_topics):
         words = f"alpha{t} bravo{t} charlie{t} delta{t} echo{t} foxtrot{t} golf{t} hotel{t}"
         for v in range(versions):
             day = 1 + v * 3 + (-2 if v == 4 else 0)  # version 4 arrives late: older than version 3
-            text = f"{words} setting{v} india{t}{v}" if v != 2 else f"{words} setting1 india{t}1"  # v2 restates v1
+            text = f"{words} setting {v} level {t}{v}" if v != 2 else f"{words} setting 1 level {t}1"  # v2 restates v1
             lines.append({"id": f"t{t}v{v}", "kind": "fact", "importance": 5,
                           "valid_from": f"2026-0{1 + v % 6}-{day:02d}T09:00:00Z", "content": text})
     rng.shuffle(lines)

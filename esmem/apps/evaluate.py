@@ -34,7 +34,7 @@ from esmem.domain.threads import neighbour_text
 from esmem.apps.classes import class_metrics
 
 BASELINES = ("recency", "bm25")
-MERGE_KEYS = {"min_bm25": float, "min_overlap": float, "dup_overlap": float, "merge": bool}
+MERGE_KEYS = {"min_overlap": float, "dup_overlap": float, "merge": bool}
 
 
 @dataclass(frozen=True)
@@ -187,12 +187,13 @@ class RunConfig:
 
     def as_dict(self) -> dict[str, Any]:
         return {"k": self.k, "baseline": self.baseline, "merge": self.merge.__dict__ | {
-            "never_supersede": list(self.merge.never_supersede)}, "recall": self.params.as_dict(),
+            "never_supersede": list(self.merge.never_supersede), "events": list(self.merge.events)},
+            "recall": self.params.as_dict(),
             **({"fusion": self.fusion.__dict__} if self.fusion else {})}
 
 
 def split_overrides(pairs: Mapping[str, str]) -> tuple[dict[str, str], dict[str, Any]]:
-    """Separate merge-policy keys (min_bm25, min_overlap, dup_overlap, merge) from recall keys."""
+    """Separate merge-policy keys (min_overlap, dup_overlap, merge) from recall keys."""
     recall, merge = {}, {}
     for k, v in pairs.items():
         if k in MERGE_KEYS:

@@ -1,18 +1,19 @@
-"""Merge decisions on a labelled set of memory pairs: lexical (esmem's supersede-merge) vs semantic
-(cosine of the two memories' vectors) vs either.
+"""Merge decisions on a labelled set of memory pairs, measured through the real write path.
 
 Each pair is an old memory and a new one of the same kind, labelled `update` (the new one replaces
-the old: a paraphrased rule change, a rescheduled plan, a changed preference) or `different` (same
-topic, both true: "likes coffee" / "likes tea"). The lexical decision is the real one: the old
-memory is written into its own namespace of a throwaway prefix and the new one is written with
-`dry_run`, so the engine's lookup and esmem's merge policy decide (supersede or duplicate = merge).
-The semantic decision is cos(old, new) >= threshold. datasets/merge_pairs.jsonl is the set.
+the old: a changed rule, a rescheduled plan, a changed preference) or `different` (both stay true:
+another subject, another item, an addition). Every old memory is written into a namespace of its own
+under a throwaway prefix, then every new one is written with `dry_run`, so the engine's lookup and
+esmem's merge decision decide. A merge is `superseded` or `duplicate`; `uncertain` (both stay active,
+linked) counts as not merged, and is reported on its own. With an embedder, each pair's cosine is
+reported too, and the write path uses the embedder as a user's store would.
 """
 from __future__ import annotations
 
 import json
 import math
 import uuid
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,6 +25,8 @@ from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
 from esmem.index.engine import Engine
 from esmem.index.install import install, uninstall
+
+MERGES = ("superseded", "duplicate")
 
 LABELS = ("update", "different")
 
@@ -41,8 +44,13 @@ class Pair:
 @dataclass(frozen=True)
 class Scored:
     pair: Pair
-    lexical: bool   # esmem's merge policy merges the new memory into the old one
-    cosine: float
+    action: str  # what the write path did with the new memory: superseded, duplicate, uncertain, added ...
+    why: str = ""  # the pair reading's reason
+    cosine: float | None = None
+
+    @property
+    def merged(self) -> bool:
+        return self.action in MERGES
 
 
 def load_pairs(path: Path) -> list[Pair]:
@@ -61,23 +69,40 @@ def load_pairs(path: Path) -> list[Pair]:
     return pairs
 
 
-def score_pairs(engine: Engine, pairs: Sequence[Pair], embedder: Embedder,
+def score_pairs(engine: Engine, pairs: Sequence[Pair], embedder: Embedder | None = None,
                 policy: MergePolicy | None = None) -> list[Scored]:
-    """The lexical decision on the engine and the cosine of each pair."""
+    """The write path's decision on each pair (and each pair's cosine with an embedder)."""
     prefix = f"esmem-pairs-{uuid.uuid4().hex[:8]}"
-    install(engine, prefix)
+    install(engine, prefix, **({"embedding": _spec(embedder)} if embedder else {}))
     try:
-        store = MemoryStore(engine, prefix, merge=policy or MergePolicy())
+        store = MemoryStore(engine, prefix, merge=policy or MergePolicy(), embedder=embedder)
         store.remember_many([MemoryInput(p.old, f"pair-{i}", kind=p.kind, valid_from="2026-01-01T00:00:00Z")
                              for i, p in enumerate(pairs)])
         store.catalog.refresh()
-        lexical = [store.remember(p.new, f"pair-{i}", kind=p.kind, valid_from="2026-02-01T00:00:00Z",
-                                  dry_run=True).action in ("superseded", "duplicate") for i, p in enumerate(pairs)]
+        results = [store.remember(p.new, f"pair-{i}", kind=p.kind, valid_from="2026-02-01T00:00:00Z", dry_run=True)
+                   for i, p in enumerate(pairs)]
     finally:
         uninstall(engine, prefix)
+    whys = [_why(r) for r in results]
+    if embedder is None:
+        return [Scored(p, r.action, why) for p, r, why in zip(pairs, results, whys)]
     vectors = embed_checked(embedder, [t for p in pairs for t in (p.old, p.new)])
-    cosines = [_cos(vectors[2 * i], vectors[2 * i + 1]) for i in range(len(pairs))]
-    return [Scored(p, lex, c) for p, lex, c in zip(pairs, lexical, cosines)]
+    return [Scored(p, r.action, why, _cos(vectors[2 * i], vectors[2 * i + 1]))
+            for i, (p, r, why) in enumerate(zip(pairs, results, whys))]
+
+
+def _spec(embedder: Embedder) -> Any:
+    from esmem.domain.hybrid import spec
+
+    return spec(embedder)
+
+
+def _why(result: Any) -> str:
+    """The reading of the candidate the decision acted on (or of the closest one)."""
+    if not result.scores:
+        return "no candidate found"
+    best = max(result.scores.values(), key=lambda s: (s.get("overlap", 0), s.get("jaccard", 0)))
+    return f"{best.get('verdict', '')}: {best.get('why', '')} (overlap {best.get('overlap', 0):.2f})"
 
 
 def _cos(a: Sequence[float], b: Sequence[float]) -> float:
@@ -91,14 +116,34 @@ def precision_recall(predicted: Sequence[bool], scored: Sequence[Scored]) -> dic
     tp = sum(p and t for p, t in zip(predicted, truth))
     made, real = sum(predicted), sum(truth)
     return {"precision": tp / made if made else 1.0, "recall": tp / real if real else 1.0,
-            "merges": float(made), "true_updates": float(real)}
+            "merges": float(made), "true_updates": float(real), "pairs": float(len(scored)),
+            "uncertain": float(sum(s.action == "uncertain" for s in scored))}
 
 
-def report(scored: Sequence[Scored], thresholds: Sequence[float]) -> list[dict[str, Any]]:
-    """One row per criterion: lexical, then semantic and lexical-or-semantic at each threshold."""
-    rows = [{"criterion": "lexical", **precision_recall([s.lexical for s in scored], scored)}]
+def groups(scored: Sequence[Scored]) -> dict[str, list[Scored]]:
+    """All pairs, then by language, kind, type and label."""
+    out: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        out["all"].append(s)
+        for key, value in (("lang", s.pair.lang), ("kind", s.pair.kind), ("type", s.pair.type), ("label", s.pair.label)):
+            if value:
+                out[f"{key}={value}"].append(s)
+    return dict(out)
+
+
+def report(scored: Sequence[Scored], thresholds: Sequence[float] = ()) -> list[dict[str, Any]]:
+    """One row per criterion: esmem's write decision, then (with cosines) cos >= t and "either"."""
+    rows = [{"criterion": "esmem", **precision_recall([s.merged for s in scored], scored)}]
+    if any(s.cosine is None for s in scored):
+        return rows
     for t in thresholds:
-        rows.append({"criterion": f"semantic cos>={t:g}", **precision_recall([s.cosine >= t for s in scored], scored)})
-        rows.append({"criterion": f"both (lexical or cos>={t:g})",
-                     **precision_recall([s.lexical or s.cosine >= t for s in scored], scored)})
+        rows.append({"criterion": f"semantic cos>={t:g}",
+                     **precision_recall([(s.cosine or 0) >= t for s in scored], scored)})
+        rows.append({"criterion": f"either (esmem or cos>={t:g})",
+                     **precision_recall([s.merged or (s.cosine or 0) >= t for s in scored], scored)})
     return rows
+
+
+def wrong(scored: Sequence[Scored]) -> list[Scored]:
+    """Every pair whose decision disagrees with its label (an uncertain update included)."""
+    return [s for s in scored if s.merged != (s.pair.label == "update")]

@@ -247,10 +247,11 @@ def remember(ctx: click.Context, content: str, namespace: str, kind: str, import
         return
     what = {"added": "added", "superseded": f"superseded {', '.join(res.superseded)}",
             "duplicate": f"duplicate of {res.duplicate_of}",
-            "outdated": f"outdated by {res.outdated_by} (kept as history)"}[res.action]
+            "outdated": f"outdated by {res.outdated_by} (kept as history)",
+            "uncertain": f"added, may update {', '.join(res.possibly_updates)} (both active; see `esmem review`)"}[res.action]
     click.echo(f"{'(dry run) ' if dry_run else ''}{'(already written) ' if res.replayed else ''}{what} -> {res.id}")
     for mid, sc in res.scores.items():
-        click.echo(f"  candidate {mid}: bm25={sc['bm25']:.2f} overlap={sc['overlap']:.2f}")
+        click.echo(f"  candidate {mid}: {sc['verdict']} ({sc['why']}) overlap={sc['overlap']:.2f} bm25={sc['bm25']:.2f}")
 
 
 def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -392,11 +393,11 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
         fail(f"{e} -- {done[0]} of {len(items)} lines are durably imported (up to line "
              f"{line_of[done[0] - 1] if done[0] else 0}); re-run the same command to resume: the import is idempotent")
     counts = {a: sum(r.action == a and not r.replayed for r in results)
-              for a in ("added", "superseded", "duplicate", "outdated")}
+              for a in ("added", "superseded", "duplicate", "outdated", "uncertain")}
     replayed = sum(r.replayed for r in results)
     click.echo(f"{'(dry run) ' if dry_run else ''}{len(results)} memories: {counts['added']} added, "
-               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated"
-               + (f", {replayed} already imported" if replayed else ""))
+               f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated, "
+               f"{counts['uncertain']} uncertain" + (f", {replayed} already imported" if replayed else ""))
 
 
 # -- history / restore -------------------------------------------------------------------------
@@ -530,11 +531,12 @@ def demo(ctx: click.Context, data: Path | None) -> None:
     done = job.run(eng, ctx.obj["prefix"], data)
     out.print(f"engine {eng.info} at {eng.url}; install: {done.installed.summary()}")
     counts = {a: sum(r.action == a and not r.replayed for r in done.written)
-              for a in ("added", "superseded", "duplicate", "outdated")}
+              for a in ("added", "superseded", "duplicate", "outdated", "uncertain")}
     replayed = sum(r.replayed for r in done.written)
     out.print(f"remembered {len(done.written)} demo memories: {counts['added']} added, {counts['superseded']} merged "
               f"(an update superseded an older rule), {counts['duplicate']} duplicate (already there), "
-              f"{counts['outdated']} outdated (older than what is there: kept as history)"
+              f"{counts['outdated']} outdated (older than what is there: kept as history), "
+              f"{counts['uncertain']} uncertain (may update an older one: both kept)"
               + (f", {replayed} written by an earlier run" if replayed else ""))
     for res in done.recalls:
         print_result(res, explain=True)

@@ -31,46 +31,58 @@ def embed_cmd(ctx: click.Context, every: bool) -> None:
 
 @click.command("merge-pairs")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--embedder", default="minilm", show_default=True)
-@click.option("--thresholds", default="0.5,0.6,0.7,0.75,0.8,0.85,0.9", show_default=True,
-              help="Cosine thresholds of the semantic criterion to report.")
+@click.option("--embedder", default="none", show_default=True,
+              help="Write with this embedder (kNN candidates) and report each pair's cosine; none: lexical only.")
+@click.option("--thresholds", default="0.6,0.7,0.8,0.9", show_default=True,
+              help="Cosine thresholds of the semantic criterion to report (with an embedder).")
+@click.option("--by", default="lang,kind,type", show_default=True,
+              help="Groups to report besides all: any of lang, kind, type, label.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
 @click.pass_context
-def merge_pairs_cmd(ctx: click.Context, path: Path, embedder: str, thresholds: str, as_json: bool) -> None:
-    """Precision/recall of merge decisions on labelled pairs: lexical vs semantic vs both."""
+def merge_pairs_cmd(ctx: click.Context, path: Path, embedder: str, thresholds: str, by: str, as_json: bool) -> None:
+    """Precision/recall of the write path's merge decisions on labelled pairs, with every wrong one listed."""
     import json
 
     from rich.table import Table
 
+    from esmem.apps.merge_pairs import groups, load_pairs, report, score_pairs, wrong
     from esmem.cli.common import out
     from esmem.domain.embedding import load_embedder
-    from esmem.apps.merge_pairs import load_pairs, report, score_pairs
 
     try:
         ts = [float(t) for t in thresholds.split(",") if t.strip()]
     except ValueError:
         fail(f"--thresholds takes numbers, got {thresholds!r}")
+    keys = [k.strip() for k in by.split(",") if k.strip()]
+    if set(keys) - {"lang", "kind", "type", "label"}:
+        fail(f"--by takes lang, kind, type, label; got {by!r}")
     model = load_embedder(embedder)
-    if model is None:
-        fail("merge-pairs needs an embedder")
     pairs = load_pairs(path)
     scored = score_pairs(_engine(ctx), pairs, model)
-    groups = {"all": scored, **{lang: [s for s in scored if s.pair.lang == lang]
-                                for lang in sorted({s.pair.lang for s in scored if s.pair.lang})}}
-    result = {name: report(group, ts) for name, group in groups.items()}
+    result = {name: report(group, ts) for name, group in groups(scored).items()
+              if name == "all" or name.split("=")[0] in keys}
+    errors = wrong(scored)
     if as_json:
-        click.echo(json.dumps({"pairs": len(pairs), "groups": result,
-                               "cosines": [{"old": s.pair.old, "new": s.pair.new, "label": s.pair.label,
-                                            "lexical": s.lexical, "cosine": round(s.cosine, 4)} for s in scored]},
-                              ensure_ascii=False))
+        click.echo(json.dumps({"pairs": len(pairs), "groups": result, "wrong": [
+            {"old": s.pair.old, "new": s.pair.new, "kind": s.pair.kind, "lang": s.pair.lang, "type": s.pair.type,
+             "label": s.pair.label, "action": s.action, "why": s.why,
+             **({"cosine": round(s.cosine, 4)} if s.cosine is not None else {})} for s in errors]}, ensure_ascii=False))
         return
-    table = Table(title=f"merge decisions on {path} ({len(pairs)} pairs, {model.name})")
-    for col in ("group", "criterion", "precision", "recall", "merges"):
+    title = f"merge decisions on {path} ({len(pairs)} pairs{', ' + model.name if model else ', no embedder'})"
+    table = Table(title=title)
+    for col in ("group", "criterion", "pairs", "precision", "recall", "merges", "uncertain"):
         table.add_column(col, justify="right")
     for name, rows in result.items():
         for row in rows:
-            table.add_row(name, row["criterion"], f"{row['precision']:.2f}", f"{row['recall']:.2f}", f"{row['merges']:.0f}")
+            table.add_row(name, row["criterion"], f"{row['pairs']:.0f}", f"{row['precision']:.2f}",
+                          f"{row['recall']:.2f}", f"{row['merges']:.0f}", f"{row['uncertain']:.0f}")
     out.print(table)
+    listing = Table(title=f"{len(errors)} wrong decisions (label vs what the write did)")
+    for col in ("label", "did", "lang", "kind", "type", "old", "new", "why"):
+        listing.add_column(col)
+    for s in errors:
+        listing.add_row(s.pair.label, s.action, s.pair.lang, s.pair.kind, s.pair.type, s.pair.old, s.pair.new, s.why)
+    out.print(listing)
 
 
 def bench_hybrid(ctx: click.Context, embedder: str, size: int, namespaces: int, queries: int, k: int, seed: int,

@@ -1,50 +1,59 @@
-"""Write-time supersede-merge: decide whether a new memory restates or updates an active one.
+"""Write-time supersede-merge: what a new memory does to the active memories it resembles.
 
 Seed 002: decay cannot fix "the same thing said twice" without hurting everything else; merging at
-write time can. A candidate comes from the `lookup` template (BM25 of the new content against the
-namespace's active memories, same analysis as recall). The decision:
+write time can. Candidates come from the `lookup` template (BM25 of the new content against the
+namespace's active memories of the same kind); BM25 only finds them. Each candidate and the new memory
+are read as a pair (esmem/domain/pairs.py: the two texts alone, so a decision never depends on what
+else the index holds, on batch boundaries or on shard statistics), older text first:
 
-- duplicate  : same kind and token Jaccard >= dup_overlap -> nothing new is indexed; the old memory
-               is reinforced (importance = max, restated_count + 1, recency anchor moved to the new time)
-- supersede  : same kind, BM25 >= min_bm25 and token overlap >= min_overlap -> the new memory is
-               indexed active with `supersedes`, the old one becomes superseded (never deleted)
-- outdated   : a supersede whose active match is NEWER than the new memory (an old statement
-               arriving late, e.g. a re-import): the new memory is stored as history, superseded by
-               that match, instead of replacing it
-- add        : anything else
+- duplicate  : the new memory restates one -> nothing new is indexed; the old memory is reinforced
+               (importance = max, restated_count + 1, recency anchor moved to the new time)
+- supersede  : the new memory replaces one -> it is indexed active with `supersedes`, the old one
+               becomes superseded (never deleted)
+- outdated   : a replacement whose active match is NEWER than the new memory (an old statement
+               arriving late, e.g. a re-import): the new memory is stored as history, superseded by it
+- uncertain  : the pair may be an update, nothing says so -> both stay active and the new memory
+               records the link: `possibly_updates` (the older one) or, when it arrives late,
+               `possibly_updated_by` (the newer one)
+- add        : anything else (coexists with every candidate)
 
-Both measures use the two memories' search-analyzer token sets (CJK bigrams, stemmed words).
-"Overlap" is the overlap coefficient |A & B| / min(|A|, |B|): an update restates most of the old
-terms and adds or changes details, which Jaccard punishes for the added words (on the rule-store
-dataset true updates score 0.68-0.77 with it, unrelated rules at most 0.14; Jaccard gave 0.41-0.56
-vs 0.07). Jaccard, symmetric and strict, decides pure restatements. Kinds listed in `never_supersede` (events: two similar happenings are both true) are only
-ever de-duplicated, not superseded.
+A merge judge (esmem/domain/merge_judge.py) is asked about the uncertain pairs only; its True makes
+the pair a replacement, False a coexistence, None (cannot tell, or a bad answer) leaves it uncertain.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from esmem.domain.analysis import tokens
+from esmem.domain import pairs
+from esmem.domain.pairs import Reading, pair_tokens, reaches_far
 from esmem.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class MergePolicy:
+    """`min_overlap`: the topic overlap (pairs.topic_overlap) a replacement without a change cue needs;
+    `dup_overlap`: the Jaccard a restatement needs; `events`: kinds of happenings, replaced only by a
+    reschedule or a cancellation; `never_supersede`: kinds only ever de-duplicated."""
+
     enabled: bool = True
-    min_bm25: float = 4.0
     min_overlap: float = 0.5
     dup_overlap: float = 0.9
     candidates: int = 5
-    never_supersede: tuple[str, ...] = ("event",)
+    events: tuple[str, ...] = ("event",)
+    never_supersede: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.min_overlap <= 1 or not 0 < self.dup_overlap <= 1:
             raise ConfigError("merge overlaps must be in (0, 1]")
-        if self.min_bm25 < 0 or not 1 <= self.candidates <= 100:
-            raise ConfigError("min_bm25 must be >= 0 and candidates in 1..100")
+        if not 1 <= self.candidates <= 100:
+            raise ConfigError("merge candidates must be in 1..100")
+
+    @property
+    def reach(self) -> float:
+        """The least topic overlap of a pair that can be anything but `coexists`."""
+        return self.min_overlap / 2
 
 
 @dataclass(frozen=True)
@@ -58,57 +67,53 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Decision:
-    action: str  # "add" | "supersede" | "duplicate" | "outdated"
+    action: str  # "add" | "supersede" | "duplicate" | "outdated" | "uncertain"
     targets: tuple[Candidate, ...] = ()
-    scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # id -> {bm25, overlap}
+    scores: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # id -> the pair's reading
 
 
-@lru_cache(maxsize=8192)
-def _token_set(text: str) -> frozenset[str]:
-    return frozenset(tokens(text, query=True))
+def later(valid_from: str | None, c: Candidate) -> bool:
+    """Whether the candidate is newer than a memory valid from `valid_from` (which then arrives late)."""
+    return valid_from is not None and str(c.source.get("valid_from", "")) > valid_from
 
 
-def _sets(a: str, b: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Search-token sets, cached: a batch compares each memory with many others."""
-    return _token_set(a), _token_set(b)
+def ordered(content: str, valid_from: str | None, c: Candidate) -> tuple[str, str]:
+    """(older text, newer text) of a new memory and a candidate."""
+    return (content, str(c.source["content"])) if later(valid_from, c) else (str(c.source["content"]), content)
 
 
-def overlap(a: str, b: str) -> float:
-    """Overlap coefficient of search-analyzer token sets."""
-    ta, tb = _sets(a, b)
-    return len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
-
-
-def jaccard(a: str, b: str) -> float:
-    """Jaccard of search-analyzer token sets."""
-    ta, tb = _sets(a, b)
-    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
+def read(content: str, kind: str, valid_from: str | None, c: Candidate, policy: MergePolicy) -> tuple[Reading, bool]:
+    """The reading of the pair (new memory, candidate), older text first; True when the candidate is
+    the newer (a late-arriving older statement)."""
+    old, new = ordered(content, valid_from, c)
+    return pairs.read(old, new, kind, dup_overlap=policy.dup_overlap, min_overlap=policy.min_overlap,
+                      events=policy.events), later(valid_from, c)
 
 
 def could_merge(a: str, b: str, kind: str, policy: MergePolicy) -> bool:
-    """Whether `decide`'s lexical rules could merge two memories of `kind` with these contents, whatever
-    their BM25: a restatement (Jaccard >= dup_overlap) or, for a kind that can be superseded, an update
-    (overlap >= min_overlap). The write path keeps such pairs out of one batch and looks up again, in the
-    settle step, only memories with such a pair among what was written since."""
-    ta, tb = _sets(a, b)
-    return bool(ta and tb) and _merges(len(ta & tb), len(ta), len(tb), kind, policy)
+    """Whether `decide` could read two memories of `kind` as anything but coexisting: their topic
+    overlap reaches `min_overlap`, or `reach` when one of them reaches far (pairs.reaches_far). The
+    write path keeps such pairs out of one batch and looks up again, in the settle step, only
+    memories with such a pair among what was written since."""
+    ta, tb = set(pair_tokens(a)), set(pair_tokens(b))
+    return bool(ta and tb) and _merges(len(ta & tb), len(ta), len(tb), reaches_far(a) or reaches_far(b), policy)
 
 
-def _merges(common: int, a: int, b: int, kind: str, policy: MergePolicy) -> bool:
-    """The lexical rules on two token sets of sizes a and b sharing `common` tokens (both non-empty)."""
-    return common / (a + b - common) >= policy.dup_overlap or (
-        kind not in policy.never_supersede and common / min(a, b) >= policy.min_overlap)
+def _merges(common: int, a: int, b: int, far: bool, policy: MergePolicy) -> bool:
+    """The rule above on two token sets of sizes a and b sharing `common` tokens (both non-empty)."""
+    return common / min(a, b) >= (policy.reach if far else policy.min_overlap)
 
 
 class Mergeable:
-    """Contents of one kind, indexed by search token, so `could_merge` of a new memory against all of
-    them costs its shared tokens' postings rather than one comparison per content (#18: a long write
-    asks it of every memory against every earlier one of its group). A content added under a `key`
+    """Contents of one kind, indexed by pair token, so `could_merge` of a new memory against all of
+    them costs its shared tokens' postings rather than one comparison per content (a long write asks
+    it of every memory against every earlier one of its group). A content added under a `key`
     can be discarded again (a memory the write retired) and comes back when added again."""
 
     def __init__(self, kind: str, policy: MergePolicy):
         self.kind, self.policy = kind, policy
         self._sizes: list[int] = []
+        self._far: list[bool] = []
         self._postings: dict[str, list[int]] = defaultdict(list)
         self._at: dict[str, int] = {}
         self._gone: set[int] = set()
@@ -117,12 +122,13 @@ class Mergeable:
         if key is not None and key in self._at:
             self._gone.discard(self._at[key])
             return
-        ta = _token_set(content)
+        ta = set(pair_tokens(content))
         for t in ta:
             self._postings[t].append(len(self._sizes))
         if key is not None:
             self._at[key] = len(self._sizes)
         self._sizes.append(len(ta))
+        self._far.append(reaches_far(content))
 
     def discard(self, key: str) -> None:
         if key in self._at:
@@ -130,45 +136,58 @@ class Mergeable:
 
     def any(self, content: str) -> bool:
         """Whether `could_merge(content, c, kind, policy)` holds for some added content c not discarded."""
-        ta = _token_set(content)
+        ta, far = set(pair_tokens(content)), reaches_far(content)
         common = Counter(i for t in ta for i in self._postings.get(t, ()))
-        return any(_merges(n, len(ta), self._sizes[i], self.kind, self.policy)
+        return any(_merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy)
                    for i, n in common.items() if i not in self._gone)
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
-           valid_from: str | None = None, verdicts: Mapping[str, bool] | None = None) -> Decision:
+           valid_from: str | None = None, verdicts: Mapping[str, bool | None] | None = None) -> Decision:
     """Pure decision over the lookup's candidates (already same namespace, active, same kind).
     `valid_from` (ISO, as stored) lets a late-arriving older statement become history. `verdicts`
-    (candidate id -> is an update; a merge judge's answers, esmem/domain/merge_judge.py) replace
-    the lexical supersede rule when given."""
+    (candidate id -> True replaces / False coexists / None cannot tell; a merge judge's answers)
+    settle the pairs the reading left uncertain."""
     if not policy.enabled:
         return Decision("add")
-    scores = {c.id: {"bm25": c.bm25, "overlap": overlap(content, c.source["content"]),
-                     "jaccard": jaccard(content, c.source["content"])} for c in candidates}
     same_kind = [c for c in candidates if c.source.get("kind") == kind]
-    dups = [c for c in same_kind if scores[c.id]["jaccard"] >= policy.dup_overlap]
+    readings = {c.id: read(content, kind, valid_from, c, policy) for c in same_kind}
+    scores: dict[str, dict[str, Any]] = {
+        c.id: {"bm25": c.bm25, "overlap": r.overlap, "jaccard": r.jaccard, "verdict": r.verdict, "why": r.why}
+        for c in same_kind for r, _ in [readings[c.id]]}
+    verdict: dict[str, str] = {}
+    for c in same_kind:
+        v = readings[c.id][0].verdict
+        if v == pairs.REPLACES and kind in policy.never_supersede:
+            v = pairs.COEXISTS
+        if v == pairs.UNCERTAIN and verdicts is not None and verdicts.get(c.id) is not None:
+            v = pairs.REPLACES if verdicts[c.id] else pairs.COEXISTS
+            scores[c.id]["judge"] = bool(verdicts[c.id])
+        verdict[c.id] = scores[c.id]["verdict"] = v
+    by = lambda c: (scores[c.id]["overlap"], scores[c.id]["jaccard"], c.bm25)  # noqa: E731
+    dups = [c for c in same_kind if verdict[c.id] == pairs.RESTATES]
     if dups:
-        best = max(dups, key=lambda c: (scores[c.id]["jaccard"], c.bm25))
-        return Decision("duplicate", (best,), scores)
-    if kind in policy.never_supersede:
-        return Decision("add", (), scores)
-    hits = tuple(c for c in same_kind if verdicts.get(c.id, False)) if verdicts is not None else \
-        tuple(c for c in same_kind if c.bm25 >= policy.min_bm25 and scores[c.id]["overlap"] >= policy.min_overlap)
-    newer = [c for c in hits if valid_from is not None and c.source.get("valid_from", "") > valid_from]
-    if newer:
-        return Decision("outdated", (max(newer, key=lambda c: c.source["valid_from"]),), scores)
+        return Decision("duplicate", (max(dups, key=lambda c: (scores[c.id]["jaccard"], c.bm25)),), scores)
+    hits = [c for c in same_kind if verdict[c.id] == pairs.REPLACES]
     if hits:
-        return Decision("supersede", hits, scores)
+        best = max(hits, key=by)  # an update replaces one memory: the closest
+        if readings[best.id][1]:
+            return Decision("outdated", (best,), scores)
+        return Decision("supersede", (best,), scores)
+    unsure = [c for c in same_kind if verdict[c.id] == pairs.UNCERTAIN]
+    if unsure:
+        return Decision("uncertain", (max(unsure, key=by),), scores)
     return Decision("add", (), scores)
 
 
-def judgeable(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy) -> list[Candidate]:
-    """The candidates a merge judge is asked about: same kind, when the memory can supersede at all
-    and restates none of them (a restatement is a duplicate without asking)."""
+def judgeable(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
+              valid_from: str | None = None) -> list[Candidate]:
+    """The candidates a merge judge is asked about: those the reading leaves uncertain, when the new
+    memory restates and replaces none of them."""
     if not policy.enabled or kind in policy.never_supersede:
         return []
     same_kind = [c for c in candidates if c.source.get("kind") == kind]
-    if any(jaccard(content, c.source["content"]) >= policy.dup_overlap for c in same_kind):
+    readings = [(c, *read(content, kind, valid_from, c, policy)) for c in same_kind]
+    if any(r.verdict in (pairs.RESTATES, pairs.REPLACES) for _, r, _ in readings):
         return []
-    return same_kind
+    return [c for c, r, _ in readings if r.verdict == pairs.UNCERTAIN]

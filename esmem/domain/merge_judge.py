@@ -1,26 +1,23 @@
-"""A pluggable merge judge: a caller with an LLM decides whether a new memory updates a candidate.
+"""A pluggable merge judge: a caller with an LLM settles the pairs the merge reading leaves uncertain.
 
-Without a judge esmem's lexical rule decides supersede (esmem/domain/merge.py), which misses updates
-phrased differently from what they replace. A judge gets a batch of questions - the new memory, one
-merge candidate the lookup found (lexical leg, and the kNN leg when an embedder is configured), their
-kind - and answers one verdict per question: True = the new memory replaces that candidate (it is no
-longer true or in force), False = both stay true (they coexist), None = the judge cannot tell (the pair
-stays undecided; a judge also answers None for a question its backend failed on). It replaces only the
-supersede rule: restatements (Jaccard >= dup_overlap) stay duplicates without asking, and kinds in
-`never_supersede` are never superseded. A ready-made judge for OpenAI-compatible chat endpoints:
-esmem/domain/llm_judge.py.
+The reading (esmem/domain/pairs.py) decides a pair when the texts say enough: a restatement, a change
+cue, another subject, an addition. Where they do not ("My manager is Tom" / "... is Priya" without a
+cue, a rule rewritten in several places) it leaves the pair uncertain: both memories stay active and
+the newer links the older. A judge gets a batch of those pairs - the new memory, the older candidate,
+their kind - and answers one verdict per question: True = the new memory replaces that candidate (it is
+no longer true or in force), False = both stay true (they coexist), None = the judge cannot tell (the
+pair stays uncertain; a judge also answers None for a question its backend failed on). A ready-made
+judge for OpenAI-compatible chat endpoints: esmem/domain/llm_judge.py.
 
 Like the importance scorer (esmem/domain/importance.py), every answer is checked before anything is
 written: a judge that raises, answers for the wrong number of questions or answers anything but
 True, False or None fails the write with JudgeError, and the memories of that write are not stored.
-The writer has no "undecided" outcome yet, so it asks strictly: a None fails its write too.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence, overload
-
-from esmem.domain.merge import Candidate, MergePolicy, judgeable
+from typing import Callable, Sequence
+from esmem.domain.merge import Candidate, MergePolicy, judgeable, ordered
 from esmem.errors import ConfigError
 
 
@@ -40,17 +37,8 @@ class Question:
 MergeJudge = Callable[[Sequence[Question]], Sequence[bool | None]]
 
 
-@overload
-def ask(judge: MergeJudge, questions: Sequence[Question], *, strict: Literal[True]) -> list[bool]: ...
-
-
-@overload
-def ask(judge: MergeJudge, questions: Sequence[Question], *, strict: bool = False) -> list[bool | None]: ...
-
-
-def ask(judge: MergeJudge, questions: Sequence[Question], *, strict: bool = False) -> list[bool | None] | list[bool]:
-    """Run the judge and check what it returned; a failing judge never yields a decision. `strict`:
-    None (cannot tell) is refused too, for a caller that has no undecided outcome."""
+def ask(judge: MergeJudge, questions: Sequence[Question]) -> list[bool | None]:
+    """Run the judge and check what it returned; a failing judge never yields a decision."""
     if not questions:
         return []
     try:
@@ -61,22 +49,23 @@ def ask(judge: MergeJudge, questions: Sequence[Question], *, strict: bool = Fals
         raise JudgeError(f"merge judge failed: {type(e).__name__}: {e}") from e
     if len(answers) != len(questions):
         raise JudgeError(f"merge judge returned {len(answers)} answers for {len(questions)} questions")
-    allowed = "True or False" if strict else "True, False or None"
     for a in answers:
-        if not (isinstance(a, bool) or (a is None and not strict)):
-            raise JudgeError(f"merge judge returned {a!r}; answers must be {allowed}")
+        if not (isinstance(a, bool) or a is None):
+            raise JudgeError(f"merge judge returned {a!r}; answers must be True, False or None")
     return answers
 
 
-def verdicts(judge: MergeJudge, items: Sequence[tuple[str, str, Sequence[Candidate]]], policy: MergePolicy,
-             known: dict[tuple[str, str], bool]) -> list[dict[str, bool]]:
-    """The judge's answer for every judgeable candidate of each (content, kind, candidates) item, in
-    one call for the questions `known` (content, candidate id -> answer) does not answer yet."""
+def verdicts(judge: MergeJudge, items: Sequence[tuple[str, str, str | None, Sequence[Candidate]]],
+             policy: MergePolicy, known: dict[tuple[str, str], bool | None]) -> list[dict[str, bool | None]]:
+    """The judge's answer for every judgeable candidate of each (content, kind, valid_from, candidates)
+    item, in one call for the questions `known` (content, candidate id -> answer) does not answer yet.
+    Each question puts the older of the pair as `old`: a late-arriving memory is asked about as replaced."""
     todo: dict[tuple[str, str], Question] = {}
-    for content, kind, cands in items:
-        for c in judgeable(content, kind, cands, policy):
+    asked = [judgeable(content, kind, cands, policy, valid_from) for content, kind, valid_from, cands in items]
+    for (content, kind, valid_from, _), cands in zip(items, asked):
+        for c in cands:
             if (content, c.id) not in known:
-                todo.setdefault((content, c.id), Question(content, str(c.source["content"]), kind))
-    known.update(zip(todo, ask(judge, list(todo.values()), strict=True)))
-    return [{c.id: known[(content, c.id)] for c in judgeable(content, kind, cands, policy)}
-            for content, kind, cands in items]
+                old, new = ordered(content, valid_from, c)
+                todo.setdefault((content, c.id), Question(new, old, kind))
+    known.update(zip(todo, ask(judge, list(todo.values()))))
+    return [{c.id: known[(content, c.id)] for c in cands} for (content, _, _, _), cands in zip(items, asked)]

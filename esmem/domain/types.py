@@ -80,9 +80,11 @@ class WriteResult:
     superseded: tuple[str, ...] = ()
     duplicate_of: str | None = None
     outdated_by: str | None = None
-    scores: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    scores: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # candidate id -> the pair's reading
     dry_run: bool = False
     replayed: bool = False  # written before (a re-import or a retry): nothing new was added
+    possibly_updates: tuple[str, ...] = ()  # `uncertain`: the older memory this one may replace
+    possibly_updated_by: str | None = None  # `uncertain`, arriving late: the newer memory that may replace it
 
 
 @dataclass(frozen=True)

@@ -195,14 +195,13 @@ class Writer:
                 out.setdefault(c.id, replace(c, bm25=0.0))
         return list(out.values())
 
-    def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]],
-                history: bool = True) -> list[Decision]:
+    def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]]) -> list[Decision]:
         """merge.decide per (document, candidates); with a judge, its answers replace the supersede rule
         (asked once for the batch, checked before anything is written)."""
-        judged: list[dict[str, bool] | None] = list(verdicts(
-            self.judge, [(d["content"], d["kind"], c) for d, c in items], self.merge, self._known)) \
-            if self.judge else [None] * len(items)
-        return [decide(d["content"], d["kind"], c, self.merge, d["valid_from"] if history else None, v)
+        judged: list[dict[str, bool | None] | None] = list(verdicts(
+            self.judge, [(d["content"], d["kind"], d["valid_from"], c) for d, c in items],
+            self.merge, self._known)) if self.judge else [None] * len(items)
+        return [decide(d["content"], d["kind"], c, self.merge, d["valid_from"], v)
                 for (d, c), v in zip(items, judged)]
 
     def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
@@ -274,7 +273,7 @@ class Writer:
         if self._novelty:
             for doc_id, result in done:
                 doc = pairs[at[doc_id]][1]
-                if result.action in ("added", "superseded"):
+                if result.action in ("added", "superseded", "uncertain"):
                     self._novelty.learn(doc_id, doc, written=not result.replayed)
                 if not result.replayed:
                     self._novelty.forget(doc, result.superseded)
@@ -426,7 +425,7 @@ class Writer:
             targeted |= ids_
         batch, decisions = [p for p, _ in keep], [d for _, d in keep]
         if dry_run:
-            return [(i, self._result(i, d, dry_run=True)) for (i, _), d in zip(batch, decisions)], None
+            return [(i, self._result(i, dec, dry_run=True, doc=d)) for (i, d), dec in zip(batch, decisions)], None
         done, finish = self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed, settle_from)
         return list(zip([i for i, _ in batch], done)), finish
 
@@ -491,6 +490,10 @@ class Writer:
         if action == "supersede":
             return WriteResult("superseded", doc_id, tuple(sup if isinstance(sup, list) else [sup]), replayed=True,
                                dry_run=dry_run)
+        if action == "uncertain":
+            return WriteResult("uncertain", doc_id, possibly_updates=tuple(_listed(src.get("possibly_updates"))),
+                               possibly_updated_by=(_listed(src.get("possibly_updated_by")) or [None])[0],
+                               replayed=True, dry_run=dry_run)
         return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
 
     def _commit(self, work: list[tuple[str, dict[str, Any], Decision]], resumed: Mapping[str, list[str]],
@@ -528,6 +531,8 @@ class Writer:
             if dec.action == "outdated":
                 body.update(status="superseded", superseded_by=dec.targets[0].id,
                             invalid_at=dec.targets[0].source["valid_from"])
+            elif dec.action == "uncertain" and not kept[doc_id]:
+                body.update(_uncertain_link(d, dec.targets[0]))
             docs.append((doc_id, body))
         creating = [(i, d) for i, d, _ in mems if i in final]
         existed: set[str] = set()
@@ -544,6 +549,8 @@ class Writer:
             elif kept[doc_id]:
                 results[doc_id] = WriteResult("superseded", doc_id, tuple(kept[doc_id]), scores=dec.scores,
                                               replayed=bool(resumed.get(doc_id)))
+            elif dec.action == "uncertain":
+                results[doc_id] = self._result(doc_id, dec, doc=d)
             else:
                 results[doc_id] = WriteResult("added", doc_id, scores=dec.scores)
         restates = [ScriptOp(d["namespace"], dec.targets[0].id, "restate",
@@ -607,7 +614,7 @@ class Writer:
                                                                         "anchor_at": doc["anchor_at"]})])[0]:
                     return self._result(doc_id, dec)
                 continue
-            if dec.action in ("add", "outdated"):
+            if dec.action in ("add", "outdated", "uncertain"):
                 return dec
             ops = [ScriptOp(ns, t.id, "retire", {"winner": doc_id, "invalid_at": doc["valid_from"]}) for t in dec.targets]
             won = [t.id for t, ok in zip(dec.targets, self._scripted(ops)) if ok]
@@ -664,15 +671,15 @@ class Writer:
         legs = [self._lookups(d, seen) for _, d in written]
         found_at = _groups(self.catalog.msearch([s for group in legs for s in group], "merge lookup"),
                            [len(g) for g in legs])
-        twins_of = self._decide([(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(written, found_at)],
-                                history=False)
+        twins_of = self._decide([(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(written, found_at)])
         for (doc_id, d), dec in zip(written, twins_of):
-            twins = dec.targets
-            for twin in twins:
-                mine = (d["valid_from"], d["recorded_at"], doc_id)
-                theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
-                winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
-                self._retire(d["namespace"], loser, winner)
+            if dec.action not in ("supersede", "duplicate", "outdated"):
+                continue
+            twin = dec.targets[0]  # the reading put the older of the pair first: the newer one wins
+            mine = (d["valid_from"], d["recorded_at"], doc_id)
+            theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
+            winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
+            self._retire(d["namespace"], loser, winner)
 
     def _may_have_twins(self, written: list[tuple[str, dict[str, Any]]],
                         seen: int | None) -> list[tuple[str, dict[str, Any]]]:
@@ -746,7 +753,7 @@ class Writer:
         return Decision("supersede", (Candidate(target, 0.0, got["_source"]),))
 
     @staticmethod
-    def _result(doc_id: str, dec: Decision, dry_run: bool = False) -> WriteResult:
+    def _result(doc_id: str, dec: Decision, dry_run: bool = False, doc: Mapping[str, Any] | None = None) -> WriteResult:
         if dec.action == "duplicate":
             return WriteResult("duplicate", dec.targets[0].id, duplicate_of=dec.targets[0].id,
                                scores=dec.scores, dry_run=dry_run)
@@ -756,6 +763,11 @@ class Writer:
         if dec.action == "outdated":
             return WriteResult("outdated", doc_id, outdated_by=dec.targets[0].id, scores=dec.scores,
                                dry_run=dry_run)
+        if dec.action == "uncertain":
+            link = _uncertain_link(doc, dec.targets[0]) if doc is not None else {}
+            return WriteResult("uncertain", doc_id, possibly_updates=tuple(link.get("possibly_updates", ())),
+                               possibly_updated_by=(link.get("possibly_updated_by") or [None])[0],
+                               scores=dec.scores, dry_run=dry_run)
         return WriteResult("added", doc_id, scores=dec.scores, dry_run=dry_run)
 
     def restore(self, old: Memory, successor: Memory | None, *, retire_successor: bool = True) -> None:
@@ -771,6 +783,20 @@ class Writer:
                 self.catalog.set_fields(ns, successor.id,
                                         {"supersedes": [s for s in successor.supersedes if s != old.id] or None})
         self.catalog.set_fields(ns, old.id, {"status": "active", "superseded_by": None, "invalid_at": None})
+
+
+def _uncertain_link(doc: Mapping[str, Any], target: Candidate) -> dict[str, list[str]]:
+    """The link an uncertain memory records on itself: the older memory it may update or, arriving
+    late, the newer one that may update it. It is written with the memory (one create: no link can be
+    lost to a cut), so the newer of the pair carries it when written second and the older otherwise."""
+    if str(target.source.get("valid_from", "")) > doc["valid_from"]:
+        return {"possibly_updated_by": [target.id]}
+    return {"possibly_updates": [target.id]}
+
+
+def _listed(value: Any) -> list[str]:
+    """A keyword field as a list (the engine returns one value unwrapped when it was written so)."""
+    return [] if value is None else list(value) if isinstance(value, list) else [value]
 
 
 def _groups(items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:

@@ -51,8 +51,8 @@ class EngineInfo:
     def bm25_boost(self) -> float:
         """What makes BM25 scores equal across Lucene majors: Lucene 10 (OpenSearch 3, Elasticsearch 9)
         dropped the constant (k1 + 1) factor of every term's score, which Lucene 9 (OpenSearch 2,
-        Elasticsearch 8) keeps. esmem's thresholds (merge min_bm25) and saturation are calibrated on the
-        Lucene 9 scale, so the templates boost the lexical clauses by k1 + 1 on Lucene 10."""
+        Elasticsearch 8) keeps. esmem's saturation (and any absolute score a caller compares) is calibrated
+        on the Lucene 9 scale, so the templates boost the lexical clauses by k1 + 1 on Lucene 10."""
         major = self.lucene.split(".")[0]
         return round(self.K1 + 1, 6) if major.isdigit() and int(major) >= 10 else 1.0
 

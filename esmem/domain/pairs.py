@@ -1,0 +1,366 @@
+"""How a new memory relates to an older one of the same kind, read from the two texts alone.
+
+Word overlap says two memories are about the same topic; it cannot say whether the new one *replaces*
+the old ("The standup moved to 10am") or *adds to* it ("I'm allergic to shellfish as well", "Lea
+dislikes a red bike according to the onboarding call"). A wrong supersede hides a true fact from every
+recall, silently; a missed one leaves a stale memory that recall still ranks, below the newer. So the
+reading supersedes only on evidence that the old statement stopped being true, and says `uncertain`
+where a reader could not tell without knowing the world:
+
+- restates  : the same statement again (Jaccard of search tokens >= dup_overlap, same polarity)
+- replaces  : same topic and the same subject, and the new text says the old stopped being true: a
+              change cue it adds ("now", "instead", "no longer", "moved to", 改成, 不再, 以后, 搬到 ...),
+              a flipped negation of the same statement, a value swap where the values are times,
+              dates or amounts ("at 9am" -> "at 10am"), or, for events, a reschedule/cancel cue
+- coexists  : an additive cue ("also", "as well", "another", 也, 还, 另外), another subject (a relative,
+              a colleague, another named person), distinct facts that share a frame (two or more slots
+              differ: subject and object, or qualifier and value), another item of a multi-valued
+              attribute (allergies, languages, pets, things owned, likes)
+- uncertain : same topic, one slot differs, no cue either way ("My manager is Priya." after "My
+              manager is Tom."): both stay active, linked, newer ranked first, for review or a judge
+
+Nothing here depends on the index: the same two texts always read the same, whatever else the index
+or the namespace holds and however a write was batched or retried. Tokens are the search analyzer's
+for words (stemmed, stop words dropped) and single characters for CJK, so a Chinese change that
+rewrites the bigrams around a character ("周五发布" -> "发布从周五改到周二") still shares its characters.
+Text shared by the pair but found in neither's differing slots (a provenance suffix) never counts
+as evidence: only what differs and the cues decide.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import lru_cache
+
+import regex
+
+from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, tokens
+
+RESTATES, REPLACES, COEXISTS, UNCERTAIN = "restates", "replaces", "coexists", "uncertain"
+# Topic overlap above which a text that differs in several places repeats most of the other: a rule
+# rewritten in place, or two facts about two things told in one frame; the reading cannot tell which.
+_CLOSE = 0.75
+
+# Cues a new memory uses to say the old one stopped being true. English as whole words or phrases,
+# Chinese as substrings. A cue counts only when the new text has it and the old one does not (a frame
+# such as "moved to" in both is part of the topic, not a change).
+_CHANGE_EN = (
+    r"now", r"nowadays", r"these days", r"any ?more", r"no longer", r"not \w+ any ?more", r"instead",
+    r"rather than", r"from now on", r"going forward", r"starting (?:today|tomorrow|now|next|this|from)",
+    r"as of (?:today|now|this|next|\w+ \d+)", r"effective (?:today|immediately|now|from|as of)",
+    r"(?:has|have|had) (?:been )?(?:changed|moved|switched|replaced|updated|become)", r"changed", r"change[sd]? to",
+    r"switched", r"switch(?:es|ed)? (?:to|over)", r"replaced", r"replac(?:es|ing)", r"moved", r"moves to",
+    r"relocated", r"renamed", r"rebooked", r"rescheduled", r"postponed", r"pushed (?:back|out|to)",
+    r"brought forward", r"moved up", r"delayed", r"slipped", r"cancell?ed", r"called off", r"scrapped",
+    r"stopped", r"quit", r"gave up", r"no more", r"updated", r"after all",
+    r"corrected", r"correction", r"actually", r"turns out", r"wrong", r"mistaken", r"by mistake", r"my mistake", r"new (?:one|address|number|phone|email|role|job|manager|owner|lead|deadline|date|time|plan|rule|policy)",
+    r"upgraded", r"downgraded", r"migrated", r"took over", r"handed (?:over|off)", r"again", r"became",
+    r"is back", r"back to", r"revert(?:ed)? to", r"increased", r"decreased", r"raised", r"lowered",
+    r"extended", r"shortened", r"reduced", r"was changed", r"will now",
+)
+_CHANGE_ZH = (
+    "改成", "改为", "改到", "改在", "改用", "改名", "改签", "改期", "改了", "更改", "变成", "变为", "换成", "换到",
+    "换了", "改换", "不再", "以后", "今后", "往后", "从此", "从今", "起改", "开始改", "现在", "如今", "目前改",
+    "取消", "推迟", "延期", "延后", "挪到", "搬到", "搬去", "搬家", "调到", "调整", "升级到", "升级为",
+    "降级", "交给", "移交", "接手", "接任", "接替", "离开", "退出", "戒了", "不用了", "不要了", "停了", "更新为", "更正", "纠正", "其实", "改回", "恢复", "又改", "延长", "缩短", "提高到", "降到", "涨到",
+    "改由", "调成", "调为", "调整为", "记错", "写错", "说错", "搞错", "弄错", "给错", "填错", "打错", "提前到",
+)
+# Events: only a reschedule or a cancellation replaces an earlier event of the same occasion.
+_EVENT_EN = (
+    r"moved", r"moves to", r"rescheduled", r"postponed", r"pushed (?:back|out|to)", r"brought forward",
+    r"moved up", r"delayed", r"slipped", r"cancell?ed", r"called off", r"scrapped", r"rebooked",
+    r"changed to", r"now (?:at|on|in)", r"instead", r"no longer", r"not happening", r"stopped", r"after all",
+    r"wrong", r"actually", r"corrected", r"correction", r"mistaken",
+)
+_EVENT_ZH = ("改到", "改在", "改期", "改签", "推迟", "延期", "延后", "提前到", "挪到", "取消", "调到",
+             "不开了", "不去了", "换到", "记错", "写错", "说错", "搞错", "弄错", "其实", "更正", "停了")
+# Change cues that retract a statement rather than give it a new value: with one of them alone, the
+# new text must be about the same thing (no differing slot), or it retracts something else.
+_RETRACT_EN = (r"no longer", r"not \w+ any ?more", r"any ?more", r"stopped", r"quit", r"gave up",
+                              r"no more")
+_RETRACT_ZH = ("不再", "戒了", "不用了", "不要了", "停了")
+_ADDITIVE_EN = (r"also", r"as well", r"too", r"another", r"in addition", r"additionally", r"besides",
+                r"on top of", r"one of")
+_ADDITIVE_ZH = ("也", "还", "又", "另外", "另一", "此外", "同时", "以及", "第二")
+_NEGATION_EN = r"not|no|never|n't|cannot|without|none|nobody|nothing|neither|nor"
+_NEGATION_ZH = ("不", "没", "别", "无", "未", "非")
+_NEGATION_ZH_NOT = ("不错", "不同", "不仅", "不过", "不断", "不少", "不久", "不管", "无论", "并非", "非常", "没关系",
+                    "别的", "别人", "不…了")
+# People other than the speaker: one named on one side only means another subject (a relative's fact
+# is not the person's own).
+_OTHERS_EN = frozenset(_stem(w) for w in (
+    "mother mom mum father dad parent parents sister brother sibling wife husband partner spouse son "
+    "daughter kid kids child children baby friend neighbour neighbor colleague coworker roommate "
+    "flatmate cousin aunt uncle niece nephew grandma grandpa grandmother grandfather grandparent "
+    "girlfriend boyfriend fiance fiancee teammate classmate").split())
+_OTHERS_ZH = ("妈妈", "母亲", "爸爸", "父亲", "父母", "姐姐", "妹妹", "哥哥", "弟弟", "老婆", "妻子", "老公", "丈夫",
+              "儿子", "女儿", "孩子", "朋友", "邻居", "同事", "室友", "爷爷", "奶奶", "外婆", "外公", "姥姥", "姥爷",
+              "男朋友", "女朋友", "表哥", "表姐", "表妹", "表弟", "堂哥", "堂姐", "叔叔", "阿姨", "舅舅", "姑姑",
+              "队友", "同学", "亲戚")
+# A statement of one value: "<subject> is <value>", "<subject>: <value>", "<subject> lives in <value>".
+# When both texts give the same subject (two words or more besides pronouns: an attribute, not a bare
+# "I" or a name) and differ only after it, the attribute took a new value.
+_COPULA = regex.compile(r"(?<![\p{L}])(?:is|are|was|were|equals)(?![\p{L}])|[:=：]|(?<![但还就总可于只要正不都也凡若像])是",
+                        regex.IGNORECASE)
+# Relations a subject has one of at a time, whoever the subject ("I live in ...", "我住在 ...").
+_ONE_OF = regex.compile(
+    r"(?<![\p{L}])(?:lives? in|living in|based in|works? (?:at|for)|working (?:at|for)|reports? to|located in|"
+    r"costs?|set to|due (?:on|by)|capped at|limited to|married to)(?![\p{L}])|住在|定在|设为|设成|上限是|在做",
+    regex.IGNORECASE)
+_DETERMINERS = frozenset("my our your his her their its".split())
+_OWNER = regex.compile(r"(?<![\p{L}])(?:my|our|your|his|her|their)(?![\p{L}])|['’]s(?![\p{L}])|的", regex.IGNORECASE)
+_PRONOUNS = frozenset("i me my mine we us our ours you your he him his she her they them their it its user 我 你 他 她 们 用 户".split())
+# Attributes a person has many of: a second value without a cue is another item, not a change.
+_MULTI_EN = frozenset(_stem(w) for w in (
+    "allergic allergy allergies speak speaks language languages pet pets dog dogs cat cats own owns have "
+    "has collect collects like likes love loves enjoy enjoys hobby hobbies play plays friend friends "
+    "visited visit member subscribe subscribed follow follows fan know knows learn learning studying "
+    "certified skill skills tool tools use uses").split())
+_MULTI_ZH = regex.compile("过敏|会说|会讲|语言|养了|养着|宠物|拥有|收藏|(?<!最)喜欢|爱好|热爱|会弹|会玩|订阅|关注|会用|学过|"
+                          "在学|去过|朋友")
+# CJK characters that carry no content of their own (particles, structure words).
+_CJK_FUNCTION = frozenset("的了着吗呢吧啊呀哦嘛和与及很都就把被")
+_CJK_VALUE = "一二三四五六七八九十百千万两半零〇点号月日周星期天年时分秒早晚上下午中凌晨次个元块兆楼层岁倍度"
+_VALUE = regex.compile(
+    r"^(?:\d[\d.,:/-]*(?:am|pm|st|nd|rd|th|h|k|m|km|kg|g|gb|mb|tb|ms|s|min|mins|x|%)?|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun|"
+    r"januari|februari|march|april|may|june|juli|august|septemb|octob|novemb|decemb|jan|feb|mar|apr|jun|"
+    r"jul|aug|sep|sept|oct|nov|dec|morn|afternoon|even|night|noon|midnight|week|weekend|month|year|day|"
+    r"daili|weekli|month|annual|hour|minut|second|[" + _CJK_VALUE + r"]|\p{N}+)$")
+
+
+def _phrases(words: tuple[str, ...]) -> regex.Pattern[str]:
+    return regex.compile(r"(?<![\p{L}\p{N}])(?:" + "|".join(words) + r")(?![\p{L}\p{N}])", regex.IGNORECASE)
+
+
+_CHANGE_EN_RE, _EVENT_EN_RE, _ADDITIVE_EN_RE = _phrases(_CHANGE_EN), _phrases(_EVENT_EN), _phrases(_ADDITIVE_EN)
+_RETRACT_EN_RE = _phrases(_RETRACT_EN)
+_NEGATION_EN_RE = regex.compile(r"(?<![\p{L}])(?:" + _NEGATION_EN + r")(?![\p{L}])|n't", regex.IGNORECASE)
+_BU_LE = regex.compile(r"不[\p{Han}]{1,4}了|从[^，。,.；;]{1,8}起")  # 不……了 "no longer ...", 从……起 "from ... on"
+# Where a memory says where it came from: brackets, and clauses such as "according to the onboarding
+# call". Shared provenance says nothing about whether two statements are one.
+_PROVENANCE = regex.compile(
+    r"[(（\[【][^)）\]】]*[)）\]】]|"
+    r"[,;，；]?\s*(?:according to|as (?:mentioned|discussed|noted|said|stated|agreed|reported) (?:in|at|during|on|by)|"
+    r"source:)\s[^.;。；!?！？]*|"
+    r"[,，]?\s*(?:据|来自|见|出自)[^，。；！？]{1,16}(?:所说|说的|提到|记录|纪要|手册|面谈)",
+    regex.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the pair reading found; `verdict` is one of restates, replaces, coexists, uncertain."""
+
+    verdict: str
+    why: str
+    overlap: float  # overlap coefficient of the pair tokens
+    jaccard: float  # Jaccard of the search tokens (the restatement measure)
+    slots: int      # differing spans where both texts say something
+    change_cue: bool
+    additive_cue: bool
+    negation_flip: bool
+    other_subject: bool
+
+
+@lru_cache(maxsize=16384)
+def pair_tokens(text: str) -> tuple[str, ...]:
+    """Words as the search analyzer keeps them (stemmed, no stop words, no possessive determiners),
+    CJK as single characters (particles dropped): the unit of the pair's alignment and overlap."""
+    out: list[str] = []
+    for raw, _, _ in _segments(text):
+        token = _normalise(raw)
+        if _is_cjk(token):
+            out.extend(ch for ch in token if ch not in _CJK_FUNCTION)
+        elif token not in STOP_WORDS and token not in _DETERMINERS:
+            out.append(_stem(token))
+    return tuple(out)
+
+
+def _weight(shared: set[str]) -> float:
+    """Shared words count 1, shared CJK characters 1/2 (a two-character word is one word)."""
+    return sum(0.5 if _is_cjk(t) else 1.0 for t in shared)
+
+
+@lru_cache(maxsize=16384)
+def _search_set(text: str) -> frozenset[str]:
+    return frozenset(tokens(text, query=True))
+
+
+def jaccard(a: str, b: str) -> float:
+    """Jaccard of the search-analyzer token sets: a restatement says (almost) only the same words."""
+    ta, tb = _search_set(a), _search_set(b)
+    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
+
+
+def topic_overlap(a: str, b: str) -> float:
+    """Overlap coefficient |A & B| / min(|A|, |B|) of the pair-token sets: how much of the shorter
+    text the other one repeats (an update restates its topic and changes a detail)."""
+    ta, tb = set(pair_tokens(a)), set(pair_tokens(b))
+    return len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
+
+
+def _cue_added(old: str, new: str, en: regex.Pattern[str], zh: tuple[str, ...]) -> bool:
+    """A cue of the new text that the old one does not carry."""
+    found_en = {m.group(0).lower() for m in en.finditer(new)}
+    if found_en - {m.group(0).lower() for m in en.finditer(old)}:
+        return True
+    return any(_zh_has(new, w) and not _zh_has(old, w) for w in zh)
+
+
+# Chinese cues that are also the tail of a longer word of another meaning: 提交给 (submit to) is not
+# 交给 (hand over to); 下班以后 (after work) is not 以后 (from now on).
+_ZH_NOT_AFTER = {"交给": "提递", "以后": "班课饭后前之天年月日点时", "现在": "", "新的": ""}
+
+
+def _zh_has(text: str, cue: str) -> bool:
+    at = text.find(cue)
+    while at >= 0:
+        if not (at and text[at - 1] in _ZH_NOT_AFTER.get(cue, "")):
+            return True
+        at = text.find(cue, at + 1)
+    return False
+
+
+def _change_added(old: str, new: str) -> bool:
+    return _cue_added(old, new, _CHANGE_EN_RE, _CHANGE_ZH) or (bool(_BU_LE.search(new)) and not _BU_LE.search(old))
+
+
+def _negated(text: str) -> bool:
+    if _NEGATION_EN_RE.search(text):
+        return True
+    stripped = text
+    for w in _NEGATION_ZH_NOT:
+        stripped = stripped.replace(w, "")
+    return any(w in stripped for w in _NEGATION_ZH)
+
+
+def _others(text: str, toks: tuple[str, ...]) -> set[str]:
+    return {t for t in toks if t in _OTHERS_EN} | {w for w in _OTHERS_ZH if w in text}
+
+
+def _spans(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[tuple[str, ...], tuple[str, ...], int, int]]:
+    """The differing spans of the alignment: (old part, new part, old start, new start)."""
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return [(a[i1:i2], b[j1:j2], i1, j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
+
+
+def _is_value(part: tuple[str, ...]) -> bool:
+    return bool(part) and all(_VALUE.match(t) for t in part)
+
+
+def _strip_cues(text: str) -> str:
+    """The text without its change and additive cues: they are read as cues, not as differing content."""
+    for pattern in (_CHANGE_EN_RE, _ADDITIVE_EN_RE, _EVENT_EN_RE):
+        text = pattern.sub(" ", text)
+    for w in _CHANGE_ZH + _EVENT_ZH + _ADDITIVE_ZH:
+        text = text.replace(w, " ")
+    return text
+
+
+def _subject(text: str) -> tuple[tuple[str, ...], str, str] | None:
+    """(subject tokens, relation, the rest) of a one-value statement, or None: a relation of one value
+    at a time, or a copula or key separator after an attribute ("the home Wi-Fi password is", "my
+    manager is", "家里WiFi密码是"), not after a bare pronoun or name ("I am", "Marco is")."""
+    m = _ONE_OF.search(text)
+    if m:
+        return pair_tokens(text[:m.start()]), m.group(0).lower(), text[m.end():]
+    m = _COPULA.search(text)
+    if not m:
+        return None
+    head_text = text[:m.start()]
+    head = pair_tokens(head_text)
+    content = [t for t in head if t not in _PRONOUNS]
+    owned = bool(_OWNER.search(head_text))
+    return (head, "is", text[m.end():]) if len(content) >= 2 or (owned and content) else None
+
+
+@lru_cache(maxsize=16384)
+def reaches_far(text: str) -> bool:
+    """Whether a text may be read as related to one it shares under `min_overlap` of its topic: it
+    carries a change, event or correction cue (the only reading that looks below that overlap)."""
+    return bool(_CHANGE_EN_RE.search(text) or _EVENT_EN_RE.search(text) or _BU_LE.search(text)
+                or any(_zh_has(text, w) for w in _CHANGE_ZH + _EVENT_ZH))
+
+
+def _one_value(old: str, new: str) -> bool:
+    """Both texts state one value of the same attribute of the same subject, and say it differently."""
+    a, b = _subject(old), _subject(new)
+    return bool(a and b and a[:2] == b[:2] and pair_tokens(a[2]) != pair_tokens(b[2]))
+
+
+def _many_valued(old: str, new: str, shared: set[str]) -> bool:
+    """Both texts are about an attribute a person has many of (allergies, languages, pets, likes)."""
+    return bool(_MULTI_EN & shared) or bool(_MULTI_ZH.search(old) and _MULTI_ZH.search(new))
+
+
+def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap: float = 0.5,
+         events: tuple[str, ...] = ("event",)) -> Reading:
+    """Read the pair (old, new) of one kind. `min_overlap`: the topic overlap a replacement without a
+    change cue needs (with one, half of it and three shared tokens; below half, nothing but
+    `coexists`); `events`: kinds whose memories are happenings, replaced only by a reschedule, a
+    cancellation or a correction."""
+    old, new = _PROVENANCE.sub(" ", old), _PROVENANCE.sub(" ", new)
+    jac = jaccard(old, new)
+    ov = topic_overlap(old, new)
+    flip = _negated(old) != _negated(new)
+    event = kind in events
+    change = _cue_added(old, new, _EVENT_EN_RE, _EVENT_ZH) if event else _change_added(old, new)
+    change = change or (event and bool(_BU_LE.search(new)) and not _BU_LE.search(old))
+    retract_only = change and not event and _cue_added(old, new, _RETRACT_EN_RE, _RETRACT_ZH) and not _cue_added(
+        _strip_retractions(old), _strip_retractions(new), _CHANGE_EN_RE, _CHANGE_ZH)
+    additive = _cue_added(old, new, _ADDITIVE_EN_RE, _ADDITIVE_ZH) and not change
+    a, b = pair_tokens(_strip_cues(old)), pair_tokens(_strip_cues(new))
+    shared = set(a) & set(b)
+    spans = _spans(a, b)
+    slots = [(x, y) for x, y, _, _ in spans if x and y]
+    mine, theirs = _others(old, pair_tokens(old)), _others(new, pair_tokens(new))
+    others = mine ^ theirs
+    # another subject: a person named on one side only; with a change cue, only when each side names its
+    # own person or that person opens a text (a change may well mention someone: "my brother")
+    lead = set(pair_tokens(old)[:2] + pair_tokens(new)[:2]) | {w for w in _OTHERS_ZH if old.startswith(w) or new.startswith(w)}
+    other = bool(others) and (not change or bool(mine - theirs and theirs - mine) or bool(others & lead))
+
+    def reading(verdict: str, why: str) -> Reading:
+        return Reading(verdict, why, round(ov, 4), round(jac, 4), len(slots), change, additive, flip, other)
+
+    if ov < min_overlap / 2:
+        return reading(COEXISTS, "another topic")
+    if jac >= dup_overlap and not flip and not change:
+        return reading(RESTATES, "the same statement again")
+    if ov < min_overlap and not (change and _weight(shared) >= 2):
+        return reading(COEXISTS, "another topic")
+    if other:
+        return reading(COEXISTS, "another subject")
+    if additive:
+        return reading(COEXISTS, "an additive cue")
+    if change and retract_only and slots:
+        return reading(UNCERTAIN, "it retracts, and says it of something else too")
+    if change:
+        return reading(REPLACES, "a reschedule, cancellation or correction" if event else "a change cue")
+    if flip and not slots:
+        return reading(REPLACES, "the same statement, negated")
+    if spans and not slots and not flip and not event:  # a happening told again with more or less is another one
+        if all(not y for _, y, _, _ in spans):
+            return reading(RESTATES, "the same statement, with less detail")
+        if all(not x for x, _, _, _ in spans):
+            return reading(REPLACES, "the same statement, with more detail")
+    if spans and not flip and all(_is_value(x) or not x for x, _, _, _ in spans) and all(_is_value(y) or not y for _, y, _, _ in spans):
+        return reading(UNCERTAIN if event else REPLACES, "a time, date or amount changed")
+    if _many_valued(old, new, shared):
+        return reading(COEXISTS, "another item of a many-valued attribute")
+    if _one_value(old, new):
+        return reading(UNCERTAIN if event else REPLACES, "one attribute of one subject took a new value")
+    if event:
+        return reading(COEXISTS, "another happening")
+    if len(slots) >= 2 and ov >= _CLOSE:
+        return reading(UNCERTAIN, f"{len(slots)} slots differ in an otherwise repeated text")
+    if len(slots) >= 2:
+        return reading(COEXISTS, f"{len(slots)} slots differ")
+    return reading(UNCERTAIN, "same topic, one slot differs, no cue")
+
+
+def _strip_retractions(text: str) -> str:
+    text = _RETRACT_EN_RE.sub(" ", text)
+    for w in _RETRACT_ZH:
+        text = text.replace(w, " ")
+    return text
