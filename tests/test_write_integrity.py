@@ -326,6 +326,15 @@ BAD_FIELDS = [
     ({"external_id": ""}, "id"),
     ({"external_id": "x" * 600}, "id"),
     ({"idempotency_key": ""}, "idempotency_key"),
+    # a lone surrogate (what a JSON escape "\ud800" decodes to) in any text field: not storable text
+    ({"metadata": {"note": "lone \ud800"}}, "metadata is not valid UTF-8"),
+    ({"metadata": {"lone \udfff": 1}}, "metadata is not valid UTF-8"),
+    ({"entities": ["ok", "lone \ud800"]}, "entities is not valid UTF-8"),
+    ({"external_id": "lone \ud800"}, "id is not valid UTF-8"),
+    ({"idempotency_key": "lone \ud800"}, "idempotency_key is not valid UTF-8"),
+    ({"thread": "lone \ud800"}, "thread is not valid UTF-8"),
+    ({"thread": "t1", "neighbours": "lone \ud800"}, "neighbours is not valid UTF-8"),
+    ({"applies_to": ["lone \ud800"]}, "applies_to is not valid UTF-8"),
 ]
 
 
@@ -341,6 +350,16 @@ def test_bad_field_is_refused_with_a_typed_error_and_nothing_written(clocked_sto
                                      MemoryInput(**{"content": "ok content", "namespace": "strict", **change})])
     assert clocked_store.count("strict", status=None) == 1
     assert clocked_store.get("strict", kept.id).content == "the one memory that must survive"
+
+
+def test_a_restatement_with_a_lone_surrogate_leaves_its_target_active(clocked_store: MemoryStore) -> None:
+    """Refused before the merge retires anything: the text used to fail only when the create was encoded."""
+    first = clocked_store.remember("the staging database is backed up nightly to the office NAS", "strict")
+    with pytest.raises(InvalidInput, match="metadata is not valid UTF-8"):
+        clocked_store.remember("the staging database is backed up nightly to the office NAS box", "strict",
+                               metadata={"note": "lone \ud800"})
+    assert clocked_store.get("strict", first.id).status == "active"
+    assert clocked_store.count("strict", status=None) == 1
 
 
 @pytest.mark.parametrize("pairs", [{"must_not_miss_boost": "1e308"}, {"c": "inf"}, {"w": "nan"}, {"k": "inf"},
@@ -395,6 +414,21 @@ def test_cli_import_type_errors_name_the_file_line(engine, installed, tmp_path: 
     res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path)])
     assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:3: " in res.output, res.output
     assert message in res.output
+    assert MemoryStore(engine, installed).count("c", status=None) == 0
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"content": "a lone \\ud800 surrogate"}', "content is not valid UTF-8"),
+    ('{"content": "fine text", "metadata": {"note": "\\udc00"}}', "metadata is not valid UTF-8"),
+    ('{"id": "x1", "content": "a lone \\ud800 surrogate"}', "content is not valid UTF-8"),
+])
+def test_cli_import_of_a_lone_surrogate_escape_names_line_and_field(engine, installed, tmp_path: Path,
+                                                                   line: str, message: str) -> None:
+    """A line without `id` is identified by its hash, which must not crash on the surrogate first."""
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"content": "fine line one", "namespace": "c"}\n' + line + "\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path), "-n", "c"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:2: {message}" in res.output, res.output
     assert MemoryStore(engine, installed).count("c", status=None) == 0
 
 

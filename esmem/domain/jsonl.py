@@ -39,8 +39,10 @@ def memory_input(obj: Mapping[str, Any], where: str, default_namespace: str = "d
     if "id" in obj:
         fields.setdefault("external_id", obj["id"])
     elif "idempotency_key" not in fields:  # no id: the line itself is the identity (a re-import is a replay)
+        # surrogatepass: a lone surrogate ("\ud800" in the file) is hashed too, and refused by validation
+        # with the field that holds it
         fields["idempotency_key"] = "line:" + hashlib.sha256(
-            json.dumps(dict(obj), sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+            json.dumps(dict(obj), sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
     return MemoryInput(**fields)
 
 

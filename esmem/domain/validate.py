@@ -29,6 +29,15 @@ class Limits:
     max_future: timedelta = timedelta(days=1)
 
 
+def _check_text(name: str, text: str) -> str:
+    """Text the engine can store: UTF-8, which a lone surrogate (e.g. from the JSON escape "\\ud800") is not."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} is not valid UTF-8 (a lone surrogate)") from None
+    return text
+
+
 def _check_content(content: Any, max_bytes: int) -> str:
     if isinstance(content, bytes):
         try:
@@ -37,10 +46,7 @@ def _check_content(content: Any, max_bytes: int) -> str:
             raise InvalidInput(f"content is not valid UTF-8 (byte {e.start})") from None
     if not isinstance(content, str):
         raise InvalidInput(f"content must be text, got {type(content).__name__}")
-    try:
-        size = len(content.encode("utf-8"))
-    except UnicodeEncodeError:
-        raise InvalidInput("content is not valid UTF-8 (lone surrogate)") from None
+    size = len(_check_text("content", content).encode("utf-8"))
     if not content.strip():
         raise InvalidInput("content is empty")
     if size > max_bytes:
@@ -60,7 +66,7 @@ def _check_entities(entities: Any) -> list[str]:
         raise InvalidInput(f"entities must be a list of strings, got {type(entities).__name__}")
     if len(entities) > 64 or any(not isinstance(e, str) or not e.strip() or len(e) > 256 for e in entities):
         raise InvalidInput("entities: at most 64 non-empty strings of at most 256 characters")
-    return list(entities)
+    return [_check_text("entities", e) for e in entities]
 
 
 def _check_key(name: str, value: Any) -> str:
@@ -68,13 +74,15 @@ def _check_key(name: str, value: Any) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip() \
             or len(str(value)) > MAX_KEY_CHARS:
         raise InvalidInput(f"{name} must be a non-empty string of at most {MAX_KEY_CHARS} characters, got {value!r}")
-    return str(value)
+    return _check_text(name, str(value))
 
 
 def _check_json(name: str, value: Any) -> Any:
-    """Strict JSON (no NaN/Infinity anywhere): the engine rejects them mid-batch otherwise."""
+    """Strict JSON (no NaN/Infinity, no lone surrogate anywhere): the engine rejects them mid-batch otherwise."""
     try:
-        json.dumps(value, allow_nan=False)
+        json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{name} is not valid UTF-8 (a lone surrogate)") from None
     except (TypeError, ValueError) as e:
         raise InvalidInput(f"{name} must be JSON-serialisable without NaN/Infinity ({e})") from None
     return value
@@ -132,6 +140,9 @@ def document(item: MemoryInput, now: datetime, limits: Limits) -> tuple[str, dic
     doc.update(thread_fields(item.thread, item.seq, item.neighbours))
     if item.applies_to is not None:
         doc["applies_to"] = check_applies_to(item.applies_to)
+    for name in ("thread", "neighbours", "applies_to"):
+        if name in doc:
+            _check_text(name, doc[name])
     if item.supersedes is not None:
         doc["supersedes"] = [_check_key("supersedes", item.supersedes)]
     if item.idempotency_key is not None:
