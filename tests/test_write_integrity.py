@@ -303,6 +303,14 @@ def test_engine_rejecting_one_document_leaves_no_partial_batch(engine, installed
 
 
 # -- 4. strict types -----------------------------------------------------------------------------
+def nested(levels: int) -> dict:
+    """An object `levels` deep (each level one more object, the last holding a number)."""
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
 BAD_FIELDS = [
     ({"valid_from": "0001-01-01T00:00:00+05:00"}, "outside"),
     ({"valid_from": "9999-12-31T23:59:59-05:00"}, "outside"),
@@ -335,6 +343,9 @@ BAD_FIELDS = [
     ({"thread": "lone \ud800"}, "thread is not valid UTF-8"),
     ({"thread": "t1", "neighbours": "lone \ud800"}, "neighbours is not valid UTF-8"),
     ({"applies_to": ["lone \ud800"]}, "applies_to is not valid UTF-8"),
+    ({"metadata": nested(5000)}, "metadata nests objects/lists more than 32 levels deep"),
+    ({"metadata": nested(33)}, "metadata nests objects/lists more than 32 levels deep"),
+    ({"metadata": {"a": [[[nested(30)]]]}}, "metadata nests"),
 ]
 
 
@@ -350,6 +361,11 @@ def test_bad_field_is_refused_with_a_typed_error_and_nothing_written(clocked_sto
                                      MemoryInput(**{"content": "ok content", "namespace": "strict", **change})])
     assert clocked_store.count("strict", status=None) == 1
     assert clocked_store.get("strict", kept.id).content == "the one memory that must survive"
+
+
+def test_metadata_nested_up_to_the_limit_is_kept_whole(clocked_store: MemoryStore) -> None:
+    res = clocked_store.remember("a memory with deep metadata", "strict", metadata=nested(32))
+    assert clocked_store.get("strict", res.id).metadata == nested(32)
 
 
 def test_a_restatement_with_a_lone_surrogate_leaves_its_target_active(clocked_store: MemoryStore) -> None:
@@ -427,6 +443,19 @@ def test_cli_import_of_a_lone_surrogate_escape_names_line_and_field(engine, inst
     """A line without `id` is identified by its hash, which must not crash on the surrogate first."""
     path = tmp_path / "s.jsonl"
     path.write_text('{"content": "fine line one", "namespace": "c"}\n' + line + "\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path), "-n", "c"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:2: {message}" in res.output, res.output
+    assert MemoryStore(engine, installed).count("c", status=None) == 0
+
+
+@pytest.mark.parametrize("levels, message", [(40, "metadata nests objects/lists more than 32 levels deep"),
+                                             (5000, "invalid JSON (nested too deeply)")])
+def test_cli_import_of_deeply_nested_metadata_names_the_line(engine, installed, tmp_path: Path, levels: int,
+                                                             message: str) -> None:
+    path = tmp_path / "deep.jsonl"
+    deep = '{"a": ' * (levels - 1) + "1" + "}" * (levels - 1)  # json.dumps itself overflows at 5000
+    path.write_text('{"content": "fine line one"}\n'
+                    f'{{"content": "deep metadata", "metadata": {deep}}}\n', encoding="utf-8")
     res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path), "-n", "c"])
     assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:2: {message}" in res.output, res.output
     assert MemoryStore(engine, installed).count("c", status=None) == 0

@@ -23,6 +23,8 @@ def parse_line(raw: bytes | str, where: str) -> Any:
         raise InvalidInput(f"{where}: invalid UTF-8") from None
     except json.JSONDecodeError as e:
         raise InvalidInput(f"{where}: invalid JSON ({e.msg})") from None
+    except RecursionError:  # the decoder's own bound on nesting
+        raise InvalidInput(f"{where}: invalid JSON (nested too deeply)") from None
     except ValueError as e:
         raise InvalidInput(f"{where}: invalid JSON ({e})") from None
 

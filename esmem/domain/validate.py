@@ -23,10 +23,12 @@ MAX_KEY_CHARS = 512  # ids and idempotency keys (a keyword; the engine refuses t
 
 @dataclass(frozen=True)
 class Limits:
-    """What a store accepts: content size and how far in the future `valid_from` may lie."""
+    """What a store accepts: content size, how far in the future `valid_from` may lie, and how deep
+    `metadata` may nest (objects and lists; deeper data overflowed the JSON encoder's recursion)."""
 
     max_content_bytes: int = 64 * 1024
     max_future: timedelta = timedelta(days=1)
+    max_metadata_depth: int = 32
 
 
 def _check_text(name: str, text: str) -> str:
@@ -77,8 +79,22 @@ def _check_key(name: str, value: Any) -> str:
     return _check_text(name, str(value))
 
 
-def _check_json(name: str, value: Any) -> Any:
-    """Strict JSON (no NaN/Infinity, no lone surrogate anywhere): the engine rejects them mid-batch otherwise."""
+def _nests_deeper(value: Any, levels: int) -> bool:
+    """Whether objects and lists nest more than `levels` deep in `value` (looks no deeper than that)."""
+    if isinstance(value, Mapping):
+        inner: Any = value.values()
+    elif isinstance(value, (list, tuple)):
+        inner = value
+    else:
+        return False
+    return levels <= 0 or any(_nests_deeper(v, levels - 1) for v in inner)
+
+
+def _check_json(name: str, value: Any, max_depth: int) -> Any:
+    """Strict JSON (no NaN/Infinity, no lone surrogate anywhere, at most `max_depth` levels of objects
+    and lists): the engine rejects the rest mid-batch otherwise."""
+    if _nests_deeper(value, max_depth):
+        raise InvalidInput(f"{name} nests objects/lists more than {max_depth} levels deep")
     try:
         json.dumps(value, allow_nan=False, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
@@ -132,7 +148,7 @@ def document(item: MemoryInput, now: datetime, limits: Limits) -> tuple[str, dic
     if item.metadata is not None:
         if not isinstance(item.metadata, Mapping):
             raise InvalidInput(f"metadata must be an object, got {type(item.metadata).__name__}")
-        doc["metadata"] = _check_json("metadata", dict(item.metadata))
+        doc["metadata"] = _check_json("metadata", dict(item.metadata), limits.max_metadata_depth)
     if item.external_id is not None:
         doc["external_id"] = _check_key("id", item.external_id)
     if item.embedding is not None:
