@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
-from esmem.domain.merge import decide
+from esmem.domain.merge import MergePolicy, decide
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
-from esmem.errors import InvalidInput
+from esmem.errors import InvalidInput, NotFound
 from esmem.values import parse_time
 from writers import run_writers  # tests/writers.py
 
@@ -137,6 +137,32 @@ def test_restore_undoes_a_wrong_merge(clocked: MemoryStore) -> None:
     assert clocked.get("u", c.id).supersedes == ()
     with pytest.raises(InvalidInput, match="already active"):
         clocked.restore("u", a.id)
+
+
+@pytest.mark.parametrize("bad_id", ["", "  ", 5, None, "lone \ud800"])
+def test_get_history_and_restore_refuse_a_missing_id(clocked: MemoryStore, bad_id: object) -> None:
+    """An empty id used to reach the engine as `GET /alias/_doc/` (HTTP 405)."""
+    for call in (clocked.get, clocked.history, clocked.restore):
+        with pytest.raises(InvalidInput, match="memory id must be a non-empty string"):
+            call("ids", bad_id)
+
+
+@pytest.mark.parametrize("odd_id", ["a/b", "a?b", "a#b", "../x", "_search"])
+def test_an_id_with_url_characters_names_a_memory_that_is_not_there(clocked: MemoryStore, odd_id: str) -> None:
+    """The id is one path segment: never another endpoint of the engine (HTTP 400 'no handler')."""
+    with pytest.raises(NotFound, match="no memory"):
+        clocked.get("ids", odd_id)
+
+
+@pytest.mark.parametrize("merge", [True, False])
+@pytest.mark.parametrize("batch_size", [0, -1, True, 2.5])
+def test_remember_many_refuses_a_batch_size_that_is_not_a_positive_integer(engine, installed, merge: bool,
+                                                                          batch_size: object) -> None:
+    """0 raised IndexError, -1 never returned, True and 2.5 were taken as numbers."""
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=merge))
+    with pytest.raises(InvalidInput, match="batch_size must be a positive integer"):
+        store.remember_many([MemoryInput("one memory", "bs"), MemoryInput("another one", "bs")], batch_size=batch_size)
+    assert store.count("bs", status=None) == 0
 
 
 def _topic(rng: random.Random, i: int) -> str:

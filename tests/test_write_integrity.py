@@ -408,6 +408,8 @@ CLI_BAD = [
     (["recall", "x", "-n", "c", "--as-of", "0001-01-01T00:00:00+05:00"], "outside"),
     (["recall", "x", "-n", "c", "--set", "must_not_miss_boost=1e308"], "must_not_miss_boost"),
     (["recall", "x", "-n", "c", "--set", "half_life=0.0001s"], "half-life"),
+    (["history", "", "-n", "c"], "memory id must be a non-empty string"),
+    (["restore", "", "-n", "c"], "memory id must be a non-empty string"),
 ]
 
 

@@ -223,6 +223,8 @@ class Writer:
         merge with. One that could merge with an earlier memory of its batch (or repeats its id)
         waits for the next batch, with every later one that could merge with it; the others stay
         (#18: cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
         with paused_collector() if len(items) > batch_size else nullcontext():
             return self._write(items, dry_run, batch_size, progress)
 
