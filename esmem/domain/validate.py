@@ -111,6 +111,21 @@ def _check_embedding(embedding: Any) -> list[float]:
     return [float(x) for x in embedding]
 
 
+def _check_time(name: str, value: Any) -> datetime:
+    """ISO 8601 text or a datetime. A number is refused rather than read as epoch milliseconds, the
+    reading of `parse_time`: epoch seconds (1700000000) would land silently in January 1970."""
+    if isinstance(value, (int, float)):  # bool included
+        raise InvalidInput(f"{name} must be ISO 8601 text (e.g. 2026-10-08T12:00:00Z) or a datetime, got the "
+                           f"number {value!r} (epoch seconds and milliseconds cannot be told apart)")
+    if not isinstance(value, (str, datetime)):
+        raise InvalidInput(f"{name} must be ISO 8601 text (e.g. 2026-10-08T12:00:00Z) or a datetime, "
+                           f"got {type(value).__name__}")
+    try:
+        return parse_time(value)
+    except InvalidInput as e:
+        raise InvalidInput(f"{name}: {e}") from None
+
+
 def memory_id(namespace: str, key: str) -> str:
     """The deterministic document id of a memory: the same input always lands on the same document,
     so a replayed import or a retried write finds its earlier self instead of adding a twin."""
@@ -131,7 +146,7 @@ def document(item: MemoryInput, now: datetime, limits: Limits) -> tuple[str, dic
                                         or not isinstance(item.importance, (int, float))
                                         or not 1 <= item.importance <= 10):
         raise InvalidInput(f"importance must be a number in 1..10, got {item.importance!r}")
-    valid_from = parse_time(item.valid_from) if item.valid_from is not None else now
+    valid_from = _check_time("valid_from", item.valid_from) if item.valid_from is not None else now
     if valid_from > now + limits.max_future:
         raise InvalidInput(f"valid_from {iso(valid_from)} is in the future (more than {limits.max_future} ahead)")
     entities = _check_entities(item.entities)
