@@ -338,6 +338,9 @@ BAD_FIELDS = [
     ({"external_id": ""}, "id"),
     ({"external_id": "x" * 600}, "id"),
     ({"idempotency_key": ""}, "idempotency_key"),
+    # a number is refused, not turned into its text (5 and "5" were one memory)
+    ({"external_id": 5}, "id must be a non-empty string of at most 512 characters, got int 5"),
+    ({"idempotency_key": 7.0}, "idempotency_key must be a non-empty string of at most 512 characters, got float"),
     # a lone surrogate (what a JSON escape "\ud800" decodes to) in any text field: not storable text
     ({"metadata": {"note": "lone \ud800"}}, "metadata is not valid UTF-8"),
     ({"metadata": {"lone \udfff": 1}}, "metadata is not valid UTF-8"),
@@ -428,6 +431,8 @@ def test_cli_bad_input_is_one_line_exit_2(engine, installed, args: list[str], me
 @pytest.mark.parametrize("line, message", [
     ('"valid_from": 1700000000', "valid_from must be ISO 8601 text"), ('"entities": 5', "entities"), ('"entities": "abc"', "entities"),
     ('"evergreen": "no"', "evergreen"), ('"namespace": "good\\n"', "namespace"), ('"importance": "high"', "importance"),
+    ('"id": 5', "id must be a non-empty string of at most 512 characters, got int 5"),
+    ('"id": "a1", "external_id": "b1"', 'give "id" or "external_id", not both'),
 ])
 def test_cli_import_type_errors_name_the_file_line(engine, installed, tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "t.jsonl"

@@ -32,14 +32,18 @@ def parse_line(raw: bytes | str, where: str) -> Any:
 def memory_input(obj: Mapping[str, Any], where: str, default_namespace: str = "default") -> MemoryInput:
     """A memory object (content, namespace, kind, importance, valid_from, entities, evergreen, source,
     metadata, embedding, supersedes, idempotency_key, id -> external_id) as a MemoryInput. A line's
-    `id` (or, without one, the line itself) is its identity: importing a file again is a replay."""
+    `id` (or, without one, the line itself) is its identity: importing a file again is a replay.
+    `id` is stored as the memory's external_id, so a line that also gives `external_id` is refused."""
     unknown = sorted(set(obj) - MEMORY_FIELDS)
     if unknown or "content" not in obj:
         raise InvalidInput(f"{where}: " + (f"unknown field(s) {unknown}" if unknown else "missing \"content\""))
+    if "id" in obj and "external_id" in obj:
+        raise InvalidInput(f"{where}: give \"id\" or \"external_id\", not both (\"id\" is the line's identity "
+                           "and is stored as its external_id)")
     fields = {k: v for k, v in obj.items() if k not in ("type", "id")}
     fields.setdefault("namespace", default_namespace)
     if "id" in obj:
-        fields.setdefault("external_id", obj["id"])
+        fields["external_id"] = obj["id"]
     elif "idempotency_key" not in fields:  # no id: the line itself is the identity (a re-import is a replay)
         # surrogatepass: a lone surrogate ("\ud800" in the file) is hashed too, and refused by validation
         # with the field that holds it

@@ -72,11 +72,13 @@ def _check_entities(entities: Any) -> list[str]:
 
 
 def _check_key(name: str, value: Any) -> str:
-    """An id from the caller (`id` of a line, external_id, idempotency_key): a short non-empty string."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip() \
-            or len(str(value)) > MAX_KEY_CHARS:
-        raise InvalidInput(f"{name} must be a non-empty string of at most {MAX_KEY_CHARS} characters, got {value!r}")
-    return _check_text(name, str(value))
+    """An id from the caller (`id` of a line, external_id, idempotency_key): a short non-empty string.
+    A number is refused, not turned into its text: 5 and "5" would be one memory, 5.0 another."""
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_KEY_CHARS:
+        kind = "" if isinstance(value, str) else f"{type(value).__name__} "
+        raise InvalidInput(f"{name} must be a non-empty string of at most {MAX_KEY_CHARS} characters, "
+                           f"got {kind}{value!r}")
+    return _check_text(name, value)
 
 
 def _nests_deeper(value: Any, levels: int) -> bool:
