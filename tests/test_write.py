@@ -207,6 +207,12 @@ BAD = [
     ({"content": "x" * (64 * 1024 + 1)}, "cap"),
     ({"content": b"\xff\xfe bad"}, "UTF-8"),
     ({"content": "lone \ud800 surrogate"}, "UTF-8"),
+    # control characters are refused, not stored verbatim (a terminal or a prompt would act on them)
+    ({"content": "a NUL \x00 inside"}, "content contains the control character U\\+0000 at position 6"),
+    ({"content": "\x1b[2J\x1b[31mred alert"}, "content contains the control character U\\+001B at position 0"),
+    ({"content": "bell \x07 and form feed \x0c"}, "U\\+0007"),
+    ({"content": "delete \x7f"}, "U\\+007F"),
+    ({"content": "C1 CSI \x9b31m"}, "U\\+009B"),
     ({"valid_from": "yesterday-ish"}, "unparseable"),
     ({"valid_from": "2031-01-01T00:00:00Z"}, "future"),
     ({"namespace": "has space"}, "namespace"),
@@ -228,6 +234,11 @@ def test_bad_input_is_refused_and_nothing_is_written(clocked: MemoryStore, chang
                                MemoryInput(**{"content": "ok content", "namespace": "bad", **change})])
     assert clocked.count("bad", status=None) == 1
     assert clocked.get("bad", kept.id).content == "the one memory that must survive"
+
+
+def test_tab_newline_and_carriage_return_are_kept_as_written(clocked: MemoryStore) -> None:
+    res = clocked.remember("line one\r\n\tline two", "ctl")
+    assert clocked.get("ctl", res.id).content == "line one\r\n\tline two"
 
 
 def test_long_memories_merge_without_hitting_the_clause_limit(clocked: MemoryStore) -> None:

@@ -350,6 +350,11 @@ BAD_FIELDS = [
     ({"thread": "lone \ud800"}, "thread is not valid UTF-8"),
     ({"thread": "t1", "neighbours": "lone \ud800"}, "neighbours is not valid UTF-8"),
     ({"applies_to": ["lone \ud800"]}, "applies_to is not valid UTF-8"),
+    ({"entities": ["ok", "nul\x00"]}, "entities contains the control character U\\+0000"),
+    ({"external_id": "x\x1b[0m"}, "id contains the control character U\\+001B"),
+    ({"idempotency_key": "k\x00"}, "idempotency_key contains the control character"),
+    ({"thread": "t\x07"}, "thread contains the control character"),
+    ({"thread": "t1", "neighbours": "n\x1b"}, "neighbours contains the control character"),
     ({"metadata": nested(5000)}, "metadata nests objects/lists more than 32 levels deep"),
     ({"metadata": nested(33)}, "metadata nests objects/lists more than 32 levels deep"),
     ({"metadata": {"a": [[[nested(30)]]]}}, "metadata nests"),
@@ -433,6 +438,7 @@ def test_cli_bad_input_is_one_line_exit_2(engine, installed, args: list[str], me
     ('"evergreen": "no"', "evergreen"), ('"namespace": "good\\n"', "namespace"), ('"importance": "high"', "importance"),
     ('"id": 5', "id must be a non-empty string of at most 512 characters, got int 5"),
     ('"id": "a1", "external_id": "b1"', 'give "id" or "external_id", not both'),
+    ('"entities": ["\\u001b[31mred"]', "entities contains the control character U+001B"),
 ])
 def test_cli_import_type_errors_name_the_file_line(engine, installed, tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "t.jsonl"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Sequence
@@ -19,6 +20,7 @@ from esmem.values import check_kind, check_namespace, epoch_ms, iso, parse_time
 
 SOURCES = ("user", "agent", "tool")
 MAX_KEY_CHARS = 512  # ids and idempotency keys (a keyword; the engine refuses terms over 32 KB)
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # Unicode's controls (Cc) but \t \n \r
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,18 @@ class Limits:
 
 
 def _check_text(name: str, text: str) -> str:
-    """Text the engine can store: UTF-8, which a lone surrogate (e.g. from the JSON escape "\\ud800") is not."""
+    """Text the engine can store and a terminal or a prompt shows as it is: UTF-8 (which a lone surrogate,
+    e.g. from the JSON escape "\\ud800", is not) without control characters other than tab, newline and
+    carriage return. NUL, escape sequences and the like are refused, not stripped: stripping would store
+    something the caller did not write."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInput(f"{name} is not valid UTF-8 (a lone surrogate)") from None
+    control = _CONTROL.search(text)
+    if control:
+        raise InvalidInput(f"{name} contains the control character U+{ord(control.group()):04X} at position "
+                           f"{control.start()} (only tab, newline and carriage return are allowed)")
     return text
 
 
@@ -94,7 +103,8 @@ def _nests_deeper(value: Any, levels: int) -> bool:
 
 def _check_json(name: str, value: Any, max_depth: int) -> Any:
     """Strict JSON (no NaN/Infinity, no lone surrogate anywhere, at most `max_depth` levels of objects
-    and lists): the engine rejects the rest mid-batch otherwise."""
+    and lists): the engine rejects the rest mid-batch otherwise. It is the application's own data,
+    returned as given, so control characters in it are kept."""
     if _nests_deeper(value, max_depth):
         raise InvalidInput(f"{name} nests objects/lists more than {max_depth} levels deep")
     try:
