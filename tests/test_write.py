@@ -281,6 +281,20 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
     assert newest == {"r09"}
 
 
+def test_import_cli_accepts_a_utf8_file_with_a_byte_order_mark(engine, installed, tmp_path: Path) -> None:
+    text = '{"content": "周一例会改到上午十点"}\n{"content": "the office wifi password rotates monthly"}\n'
+    bom = tmp_path / "bom.jsonl"
+    bom.write_text(text, encoding="utf-8-sig")
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(text, encoding="utf-8")
+    base = ["--url", engine.url, "--prefix", installed, "import", "-n", "bom"]
+    res = CliRunner().invoke(cli, [*base, str(bom)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == "2 memories: 2 added, 0 merged, 0 duplicate, 0 outdated"
+    again = CliRunner().invoke(cli, [*base, str(plain)])  # the same lines: a replay
+    assert again.stdout.strip().endswith("2 already imported"), again.output
+
+
 def test_late_older_statement_becomes_history(clocked: MemoryStore) -> None:
     clocked.remember_many(_inputs([o for o in rule_lines() if o["id"].startswith("r")], "bg"))
     lines = {o["id"]: o for o in rule_lines()}

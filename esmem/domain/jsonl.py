@@ -1,6 +1,7 @@
 """Reading memories from JSONL: one set of rules for `esmem import` and the evaluation datasets."""
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 from typing import Any, Mapping
@@ -58,8 +59,8 @@ def read_jsonl(path: str, default_namespace: str = "default") -> tuple[list[Memo
     items: list[MemoryInput] = []
     lines: list[int] = []
     try:
-        with open(path, "rb") as fh:
-            raw_lines = fh.read().split(b"\n")
+        with open(path, "rb") as fh:  # a leading byte order mark (editors on Windows write one) is not a line's text
+            raw_lines = fh.read().removeprefix(codecs.BOM_UTF8).split(b"\n")
     except OSError as e:
         raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
     for n, raw in enumerate(raw_lines, 1):
