@@ -11,7 +11,9 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -227,6 +229,26 @@ def test_write_reported_failed_is_retried_safely(engine, background, relay: Rela
 
 
 # -- 3. chains under contention ------------------------------------------------------------------
+def _chains_are_whole(engine: Engine, store: MemoryStore, ns: str, topics: int) -> dict[str, Any]:
+    """Every link symmetric, one active memory per topic, every stored version in its history."""
+    docs = dump(engine, store.alias, ns)
+    assert all(v["status"] in ("active", "superseded") for v in docs.values())  # nothing left pending
+    asymmetric = [(i, d["superseded_by"]) for i, d in docs.items()
+                  if d.get("superseded_by") and i not in (docs[d["superseded_by"]].get("supersedes") or [])]
+    asymmetric += [(i, s) for i, d in docs.items() for s in d.get("supersedes") or []
+                   if docs[s].get("superseded_by") != i]
+    assert asymmetric == []
+    active = {int(d["content"].split()[0][5:]): i for i, d in docs.items() if d["status"] == "active"}
+    assert len(active) == topics and sum(d["status"] == "active" for d in docs.values()) == topics
+    reachable = set()
+    for t, i in active.items():
+        chain = store.history(ns, i)
+        assert all(m.content.startswith(f"topic{t} ") for m in chain)
+        reachable |= {m.id for m in chain}
+    assert reachable == set(docs)  # 100% of the stored versions
+    return docs
+
+
 @pytest.mark.slow
 def test_contention_keeps_every_chain_symmetric_and_reachable(engine, installed) -> None:
     """Issue case 4: 8 writers x 100 writes on 20 topics."""
@@ -237,23 +259,126 @@ def test_contention_keeps_every_chain_symmetric_and_reachable(engine, installed)
         job[0], store.remember(f"{topics[job[0]]} {job[1]}", "race", kind="fact", importance=5)))
     assert not errors, errors[:1]
     assert len(results) == 800
-    store = MemoryStore(engine, installed)
-    docs = {k: v for k, v in dump(engine, store.alias, "race").items()}
-    assert all(v["status"] in ("active", "superseded") for v in docs.values())  # nothing left pending
-    asymmetric = [(i, d["superseded_by"]) for i, d in docs.items()
-                  if d.get("superseded_by") and i not in (docs[d["superseded_by"]].get("supersedes") or [])]
-    asymmetric += [(i, s) for i, d in docs.items() for s in d.get("supersedes") or []
-                   if docs[s].get("superseded_by") != i]
-    assert asymmetric == []
-    active = {int(d["content"].split()[0][5:]): i for i, d in docs.items() if d["status"] == "active"}
-    assert len(active) == 20 and sum(d["status"] == "active" for d in docs.values()) == 20
-    reachable = set()
-    for t, i in active.items():
-        chain = store.history("race", i)
-        assert all(m.content.startswith(f"topic{t} ") for m in chain)
-        reachable |= {m.id for m in chain}
-    assert reachable == set(docs)  # 100% of the stored versions
+    docs = _chains_are_whole(engine, MemoryStore(engine, installed), "race", 20)
     assert len(docs) == sum(r.action != "duplicate" for _, r in results)
+
+
+@pytest.mark.slow
+def test_writers_racing_to_create_the_same_id_keep_every_chain_whole(engine, installed) -> None:
+    """8 writers write the same versions (identical content and valid_from, so identical ids) of 20
+    topics in different orders, in batches of 10, so a writer often meets its own id after checking
+    that it was not stored: among its merge candidates, or when it creates. Every chain stays whole
+    and every answer is what is stored (before: 5 runs of 7 left a memory superseding itself)."""
+    topics, versions = 20, 12
+    base = parse_time("2026-01-01T00:00:00Z")
+    jobs = [(t, v) for t in range(topics) for v in range(versions)]
+
+    def item(t: int, v: int) -> MemoryInput:
+        return MemoryInput(f"topic{t} service{t} owner{t} region{t} cluster{t} config value {v}", "same",
+                           kind="fact", importance=5, valid_from=base + timedelta(minutes=v))
+
+    orders = [random.Random(w).sample(jobs, len(jobs)) for w in range(8)]
+    work = [[order[i:i + 10] for i in range(0, len(order), 10)] for order in orders]
+    results, errors = run_writers(lambda: MemoryStore(engine, installed), work, lambda store, batch: list(zip(
+        batch, store.remember_many([item(t, v) for t, v in batch], batch_size=10))))
+    assert not errors, errors[:1]
+    store = MemoryStore(engine, installed)
+    docs = _chains_are_whole(engine, store, "same", topics)
+    for _, r in (pair for batch in results for pair in batch):  # every answer is what is stored
+        if r.action == "duplicate":
+            assert r.duplicate_of in docs
+        elif r.action == "superseded":
+            assert set(r.superseded) <= set(docs[r.id].get("supersedes") or []), (r, docs[r.id])
+        else:
+            assert r.id in docs
+
+
+def test_a_writer_whose_create_finds_its_id_stored_links_what_it_retired(engine, background, monkeypatch) -> None:
+    """Two writers of one memory (same content and valid_from, so one id) decide differently: `first`
+    looks the topic up while it is empty (add), `second` after an older version appeared (supersede:
+    it retires that version for the id). `first` creates the memory, then `second` finds it stored:
+    the retired version must end linked from the stored memory, and `second` answers what is stored."""
+    ns, when = "same-id", "2026-03-01T09:00:00Z"
+    update, older = LINES[1]["content"], LINES[0]["content"]
+    first, second = MemoryStore(engine, background), MemoryStore(engine, background)
+    decided, go = threading.Event(), threading.Event()
+    first_create, second_create = first.writer._create, second.writer._create
+
+    def first_waits(docs, **kw):  # `first` has decided and waits to create
+        decided.set()
+        assert go.wait(30)
+        return first_create(docs, **kw)
+
+    def first_creates_first(docs, **kw):  # `second` has retired the older version: `first` creates first
+        go.set()
+        runner.join(30)
+        return second_create(docs, **kw)
+
+    monkeypatch.setattr(first.writer, "_create", first_waits)
+    monkeypatch.setattr(second.writer, "_create", first_creates_first)
+    answers = {}
+    runner = threading.Thread(target=lambda: answers.setdefault("first", first.remember(update, ns, valid_from=when)))
+    runner.start()
+    assert decided.wait(30)
+    old = MemoryStore(engine, background).remember(older, ns, valid_from="2026-01-01T09:00:00Z")
+    answers["second"] = second.remember(update, ns, valid_from=when)
+    assert not runner.is_alive()
+    store = MemoryStore(engine, background)
+    stored = store.get(ns, answers["first"].id)
+    assert answers["second"].id == stored.id and answers["second"].replayed
+    assert store.get(ns, old.id).superseded_by == stored.id and old.id in stored.supersedes
+    assert [m.id for m in store.history(ns, stored.id)] == [old.id, stored.id]
+
+
+def test_a_writer_whose_look_up_finds_its_own_id_does_not_retire_it(engine, background, monkeypatch) -> None:
+    """`second` checks that its id is not stored; `first` then writes the same memory (retiring the older
+    version for it) before `second` looks the topic up. The look-up finds the memory itself: it is not
+    a candidate (taking the older version's retire as its own resumed one, `second` made the memory
+    supersede itself, and the topic was left without an active memory)."""
+    ns, when = "own-id", "2026-03-01T09:00:00Z"
+    update, older = LINES[1]["content"], LINES[0]["content"]
+    old = MemoryStore(engine, background).remember(older, ns, valid_from="2026-01-01T09:00:00Z")
+    first, second = MemoryStore(engine, background), MemoryStore(engine, background)
+    look_up = second.catalog.msearch
+    answers = {}
+
+    def first_writes_before(searches, what="search"):
+        if "first" not in answers:
+            answers["first"] = first.remember(update, ns, valid_from=when)
+        return look_up(searches, what)
+
+    monkeypatch.setattr(second.catalog, "msearch", first_writes_before)
+    answers["second"] = second.remember(update, ns, valid_from=when)
+    assert answers["first"].superseded == (old.id,)
+    store = MemoryStore(engine, background)
+    stored = store.get(ns, answers["first"].id)
+    assert stored.status == "active" and stored.superseded_by is None and stored.supersedes == (old.id,)
+    assert answers["second"].id == stored.id and answers["second"].replayed
+    assert [m.id for m in store.history(ns, stored.id)] == [old.id, stored.id]
+    assert store.count(ns) == 1
+
+
+def test_a_writer_whose_look_up_finds_its_own_id_answers_the_stored_memory(engine, background, monkeypatch) -> None:
+    """As above, and the look-up also finds a restatement of the memory (written without merge): the
+    write is a replay of the stored memory, not a duplicate of the restatement."""
+    ns, when = "own-id-dup", "2026-03-01T09:00:00Z"
+    memory, restated = LINES[2]["content"], LINES[3]["content"]
+    first, second = MemoryStore(engine, background), MemoryStore(engine, background)
+    look_up = second.catalog.msearch
+    answers = {}
+
+    def first_writes_before(searches, what="search"):
+        if "first" not in answers:
+            answers["first"] = first.remember(memory, ns, valid_from=when)
+            answers["plain"] = MemoryStore(engine, background, merge=MergePolicy(enabled=False)).remember(
+                restated, ns, valid_from="2026-02-01T09:00:00Z")
+        return look_up(searches, what)
+
+    monkeypatch.setattr(second.catalog, "msearch", first_writes_before)
+    answers["second"] = second.remember(memory, ns, valid_from=when)
+    assert answers["second"].action == "added" and answers["second"].id == answers["first"].id
+    assert answers["second"].replayed
+    assert _source(second, ns, answers["plain"].id)["restated_count"] == 0
 
 
 # -- 2. all-or-nothing batches -------------------------------------------------------------------
