@@ -26,6 +26,18 @@ def check_namespace(namespace: Any) -> str:
     return namespace
 
 
+def check_memory_id(memory_id: Any) -> str:
+    """A memory id as a write or a recall returns it: a non-empty string within the engine's 512-byte
+    bound on ids (an empty one addressed another endpoint of the engine)."""
+    try:
+        ok = isinstance(memory_id, str) and bool(memory_id.strip()) and len(memory_id.encode("utf-8")) <= 512
+    except UnicodeEncodeError:  # a lone surrogate: no id at all
+        ok = False
+    if not ok:
+        raise InvalidInput(f"a memory id must be a non-empty string of at most 512 bytes, got {memory_id!r}")
+    return memory_id
+
+
 def check_kind(kind: Any) -> str:
     if not isinstance(kind, str) or kind not in KINDS:
         raise InvalidInput(f"unknown kind {kind!r} (known: {', '.join(KINDS)})")

@@ -15,11 +15,11 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
-from esmem.domain.merge import decide
+from esmem.domain.merge import MergePolicy, decide
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
-from esmem.errors import InvalidInput
+from esmem.errors import InvalidInput, NotFound
 from esmem.values import parse_time
 from writers import run_writers  # tests/writers.py
 
@@ -146,6 +146,32 @@ def test_restore_undoes_a_wrong_merge(clocked: MemoryStore) -> None:
         clocked.restore("u", a.id)
 
 
+@pytest.mark.parametrize("bad_id", ["", "  ", 5, None, "lone \ud800"])
+def test_get_history_and_restore_refuse_a_missing_id(clocked: MemoryStore, bad_id: object) -> None:
+    """An empty id used to reach the engine as `GET /alias/_doc/` (HTTP 405)."""
+    for call in (clocked.get, clocked.history, clocked.restore):
+        with pytest.raises(InvalidInput, match="memory id must be a non-empty string"):
+            call("ids", bad_id)
+
+
+@pytest.mark.parametrize("odd_id", ["a/b", "a?b", "a#b", "../x", "_search"])
+def test_an_id_with_url_characters_names_a_memory_that_is_not_there(clocked: MemoryStore, odd_id: str) -> None:
+    """The id is one path segment: never another endpoint of the engine (HTTP 400 'no handler')."""
+    with pytest.raises(NotFound, match="no memory"):
+        clocked.get("ids", odd_id)
+
+
+@pytest.mark.parametrize("merge", [True, False])
+@pytest.mark.parametrize("batch_size", [0, -1, True, 2.5])
+def test_remember_many_refuses_a_batch_size_that_is_not_a_positive_integer(engine, installed, merge: bool,
+                                                                          batch_size: object) -> None:
+    """0 raised IndexError, -1 never returned, True and 2.5 were taken as numbers."""
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=merge))
+    with pytest.raises(InvalidInput, match="batch_size must be a positive integer"):
+        store.remember_many([MemoryInput("one memory", "bs"), MemoryInput("another one", "bs")], batch_size=batch_size)
+    assert store.count("bs", status=None) == 0
+
+
 def _topic(rng: random.Random, i: int) -> str:
     city = rng.choice(["北京", "上海", "深圳", "杭州", "成都"])
     return f"project{i} service{i} host{i} owner{i} region{i} 部署{city}"
@@ -188,6 +214,12 @@ BAD = [
     ({"content": "x" * (64 * 1024 + 1)}, "cap"),
     ({"content": b"\xff\xfe bad"}, "UTF-8"),
     ({"content": "lone \ud800 surrogate"}, "UTF-8"),
+    # control characters are refused, not stored verbatim (a terminal or a prompt would act on them)
+    ({"content": "a NUL \x00 inside"}, "content contains the control character U\\+0000 at position 6"),
+    ({"content": "\x1b[2J\x1b[31mred alert"}, "content contains the control character U\\+001B at position 0"),
+    ({"content": "bell \x07 and form feed \x0c"}, "U\\+0007"),
+    ({"content": "delete \x7f"}, "U\\+007F"),
+    ({"content": "C1 CSI \x9b31m"}, "U\\+009B"),
     ({"valid_from": "yesterday-ish"}, "unparseable"),
     ({"valid_from": "2031-01-01T00:00:00Z"}, "future"),
     ({"namespace": "has space"}, "namespace"),
@@ -209,6 +241,11 @@ def test_bad_input_is_refused_and_nothing_is_written(clocked: MemoryStore, chang
                                MemoryInput(**{"content": "ok content", "namespace": "bad", **change})])
     assert clocked.count("bad", status=None) == 1
     assert clocked.get("bad", kept.id).content == "the one memory that must survive"
+
+
+def test_tab_newline_and_carriage_return_are_kept_as_written(clocked: MemoryStore) -> None:
+    res = clocked.remember("line one\r\n\tline two", "ctl")
+    assert clocked.get("ctl", res.id).content == "line one\r\n\tline two"
 
 
 def test_long_memories_merge_without_hitting_the_clause_limit(clocked: MemoryStore) -> None:
@@ -252,6 +289,20 @@ def test_import_cli_counts_and_reports_malformed_lines(engine, installed, tmp_pa
     assert store.count("imp") == 28
     newest = {h.memory.external_id for h in store.recall("429 怎么重试", "imp", 1, touch=False).items}
     assert newest == {"r09"}
+
+
+def test_import_cli_accepts_a_utf8_file_with_a_byte_order_mark(engine, installed, tmp_path: Path) -> None:
+    text = '{"content": "周一例会改到上午十点"}\n{"content": "the office wifi password rotates monthly"}\n'
+    bom = tmp_path / "bom.jsonl"
+    bom.write_text(text, encoding="utf-8-sig")
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(text, encoding="utf-8")
+    base = ["--url", engine.url, "--prefix", installed, "import", "-n", "bom"]
+    res = CliRunner().invoke(cli, [*base, str(bom)])
+    assert res.exit_code == 0, res.output
+    assert res.stdout.strip() == "2 memories: 2 added, 0 merged, 0 duplicate, 0 outdated"
+    again = CliRunner().invoke(cli, [*base, str(plain)])  # the same lines: a replay
+    assert again.stdout.strip().endswith("2 already imported"), again.output
 
 
 def test_late_older_statement_becomes_history(clocked: MemoryStore) -> None:

@@ -11,7 +11,9 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -225,6 +227,26 @@ def test_write_reported_failed_is_retried_safely(engine, background, relay: Rela
 
 
 # -- 3. chains under contention ------------------------------------------------------------------
+def _chains_are_whole(engine: Engine, store: MemoryStore, ns: str, topics: int) -> dict[str, Any]:
+    """Every link symmetric, one active memory per topic, every stored version in its history."""
+    docs = dump(engine, store.alias, ns)
+    assert all(v["status"] in ("active", "superseded") for v in docs.values())  # nothing left pending
+    asymmetric = [(i, d["superseded_by"]) for i, d in docs.items()
+                  if d.get("superseded_by") and i not in (docs[d["superseded_by"]].get("supersedes") or [])]
+    asymmetric += [(i, s) for i, d in docs.items() for s in d.get("supersedes") or []
+                   if docs[s].get("superseded_by") != i]
+    assert asymmetric == []
+    active = {int(d["content"].split()[0][5:]): i for i, d in docs.items() if d["status"] == "active"}
+    assert len(active) == topics and sum(d["status"] == "active" for d in docs.values()) == topics
+    reachable = set()
+    for t, i in active.items():
+        chain = store.history(ns, i)
+        assert all(m.content.startswith(f"topic{t} ") for m in chain)
+        reachable |= {m.id for m in chain}
+    assert reachable == set(docs)  # 100% of the stored versions
+    return docs
+
+
 @pytest.mark.slow
 def test_contention_keeps_every_chain_symmetric_and_reachable(engine, installed) -> None:
     """Issue case 4: 8 writers x 100 writes on 20 topics."""
@@ -235,23 +257,126 @@ def test_contention_keeps_every_chain_symmetric_and_reachable(engine, installed)
         job[0], store.remember(f"{topics[job[0]]} {job[1]}", "race", kind="fact", importance=5)))
     assert not errors, errors[:1]
     assert len(results) == 800
-    store = MemoryStore(engine, installed)
-    docs = {k: v for k, v in dump(engine, store.alias, "race").items()}
-    assert all(v["status"] in ("active", "superseded") for v in docs.values())  # nothing left pending
-    asymmetric = [(i, d["superseded_by"]) for i, d in docs.items()
-                  if d.get("superseded_by") and i not in (docs[d["superseded_by"]].get("supersedes") or [])]
-    asymmetric += [(i, s) for i, d in docs.items() for s in d.get("supersedes") or []
-                   if docs[s].get("superseded_by") != i]
-    assert asymmetric == []
-    active = {int(d["content"].split()[0][5:]): i for i, d in docs.items() if d["status"] == "active"}
-    assert len(active) == 20 and sum(d["status"] == "active" for d in docs.values()) == 20
-    reachable = set()
-    for t, i in active.items():
-        chain = store.history("race", i)
-        assert all(m.content.startswith(f"topic{t} ") for m in chain)
-        reachable |= {m.id for m in chain}
-    assert reachable == set(docs)  # 100% of the stored versions
+    docs = _chains_are_whole(engine, MemoryStore(engine, installed), "race", 20)
     assert len(docs) == sum(r.action != "duplicate" for _, r in results)
+
+
+@pytest.mark.slow
+def test_writers_racing_to_create_the_same_id_keep_every_chain_whole(engine, installed) -> None:
+    """8 writers write the same versions (identical content and valid_from, so identical ids) of 20
+    topics in different orders, in batches of 10, so a writer often meets its own id after checking
+    that it was not stored: among its merge candidates, or when it creates. Every chain stays whole
+    and every answer is what is stored (before: 5 runs of 7 left a memory superseding itself)."""
+    topics, versions = 20, 12
+    base = parse_time("2026-01-01T00:00:00Z")
+    jobs = [(t, v) for t in range(topics) for v in range(versions)]
+
+    def item(t: int, v: int) -> MemoryInput:
+        return MemoryInput(f"topic{t} service{t} owner{t} region{t} cluster{t} config value {v}", "same",
+                           kind="fact", importance=5, valid_from=base + timedelta(minutes=v))
+
+    orders = [random.Random(w).sample(jobs, len(jobs)) for w in range(8)]
+    work = [[order[i:i + 10] for i in range(0, len(order), 10)] for order in orders]
+    results, errors = run_writers(lambda: MemoryStore(engine, installed), work, lambda store, batch: list(zip(
+        batch, store.remember_many([item(t, v) for t, v in batch], batch_size=10))))
+    assert not errors, errors[:1]
+    store = MemoryStore(engine, installed)
+    docs = _chains_are_whole(engine, store, "same", topics)
+    for _, r in (pair for batch in results for pair in batch):  # every answer is what is stored
+        if r.action == "duplicate":
+            assert r.duplicate_of in docs
+        elif r.action == "superseded":
+            assert set(r.superseded) <= set(docs[r.id].get("supersedes") or []), (r, docs[r.id])
+        else:
+            assert r.id in docs
+
+
+def test_a_writer_whose_create_finds_its_id_stored_links_what_it_retired(engine, background, monkeypatch) -> None:
+    """Two writers of one memory (same content and valid_from, so one id) decide differently: `first`
+    looks the topic up while it is empty (add), `second` after an older version appeared (supersede:
+    it retires that version for the id). `first` creates the memory, then `second` finds it stored:
+    the retired version must end linked from the stored memory, and `second` answers what is stored."""
+    ns, when = "same-id", "2026-03-01T09:00:00Z"
+    update, older = LINES[1]["content"], LINES[0]["content"]
+    first, second = MemoryStore(engine, background), MemoryStore(engine, background)
+    decided, go = threading.Event(), threading.Event()
+    first_create, second_create = first.writer._create, second.writer._create
+
+    def first_waits(docs, **kw):  # `first` has decided and waits to create
+        decided.set()
+        assert go.wait(30)
+        return first_create(docs, **kw)
+
+    def first_creates_first(docs, **kw):  # `second` has retired the older version: `first` creates first
+        go.set()
+        runner.join(30)
+        return second_create(docs, **kw)
+
+    monkeypatch.setattr(first.writer, "_create", first_waits)
+    monkeypatch.setattr(second.writer, "_create", first_creates_first)
+    answers = {}
+    runner = threading.Thread(target=lambda: answers.setdefault("first", first.remember(update, ns, valid_from=when)))
+    runner.start()
+    assert decided.wait(30)
+    old = MemoryStore(engine, background).remember(older, ns, valid_from="2026-01-01T09:00:00Z")
+    answers["second"] = second.remember(update, ns, valid_from=when)
+    assert not runner.is_alive()
+    store = MemoryStore(engine, background)
+    stored = store.get(ns, answers["first"].id)
+    assert answers["second"].id == stored.id and answers["second"].replayed
+    assert store.get(ns, old.id).superseded_by == stored.id and old.id in stored.supersedes
+    assert [m.id for m in store.history(ns, stored.id)] == [old.id, stored.id]
+
+
+def test_a_writer_whose_look_up_finds_its_own_id_does_not_retire_it(engine, background, monkeypatch) -> None:
+    """`second` checks that its id is not stored; `first` then writes the same memory (retiring the older
+    version for it) before `second` looks the topic up. The look-up finds the memory itself: it is not
+    a candidate (taking the older version's retire as its own resumed one, `second` made the memory
+    supersede itself, and the topic was left without an active memory)."""
+    ns, when = "own-id", "2026-03-01T09:00:00Z"
+    update, older = LINES[1]["content"], LINES[0]["content"]
+    old = MemoryStore(engine, background).remember(older, ns, valid_from="2026-01-01T09:00:00Z")
+    first, second = MemoryStore(engine, background), MemoryStore(engine, background)
+    look_up = second.catalog.msearch
+    answers = {}
+
+    def first_writes_before(searches, what="search"):
+        if "first" not in answers:
+            answers["first"] = first.remember(update, ns, valid_from=when)
+        return look_up(searches, what)
+
+    monkeypatch.setattr(second.catalog, "msearch", first_writes_before)
+    answers["second"] = second.remember(update, ns, valid_from=when)
+    assert answers["first"].superseded == (old.id,)
+    store = MemoryStore(engine, background)
+    stored = store.get(ns, answers["first"].id)
+    assert stored.status == "active" and stored.superseded_by is None and stored.supersedes == (old.id,)
+    assert answers["second"].id == stored.id and answers["second"].replayed
+    assert [m.id for m in store.history(ns, stored.id)] == [old.id, stored.id]
+    assert store.count(ns) == 1
+
+
+def test_a_writer_whose_look_up_finds_its_own_id_answers_the_stored_memory(engine, background, monkeypatch) -> None:
+    """As above, and the look-up also finds a restatement of the memory (written without merge): the
+    write is a replay of the stored memory, not a duplicate of the restatement."""
+    ns, when = "own-id-dup", "2026-03-01T09:00:00Z"
+    memory, restated = LINES[2]["content"], LINES[3]["content"]
+    first, second = MemoryStore(engine, background), MemoryStore(engine, background)
+    look_up = second.catalog.msearch
+    answers = {}
+
+    def first_writes_before(searches, what="search"):
+        if "first" not in answers:
+            answers["first"] = first.remember(memory, ns, valid_from=when)
+            answers["plain"] = MemoryStore(engine, background, merge=MergePolicy(enabled=False)).remember(
+                restated, ns, valid_from="2026-02-01T09:00:00Z")
+        return look_up(searches, what)
+
+    monkeypatch.setattr(second.catalog, "msearch", first_writes_before)
+    answers["second"] = second.remember(memory, ns, valid_from=when)
+    assert answers["second"].action == "added" and answers["second"].id == answers["first"].id
+    assert answers["second"].replayed
+    assert _source(second, ns, answers["plain"].id)["restated_count"] == 0
 
 
 # -- 2. all-or-nothing batches -------------------------------------------------------------------
@@ -301,12 +426,24 @@ def test_engine_rejecting_one_document_leaves_no_partial_batch(engine, installed
 
 
 # -- 4. strict types -----------------------------------------------------------------------------
+def nested(levels: int) -> dict:
+    """An object `levels` deep (each level one more object, the last holding a number)."""
+    value: Any = 1
+    for _ in range(levels):
+        value = {"a": value}
+    return value
+
+
 BAD_FIELDS = [
     ({"valid_from": "0001-01-01T00:00:00+05:00"}, "outside"),
     ({"valid_from": "9999-12-31T23:59:59-05:00"}, "outside"),
-    ({"valid_from": 1e300}, "outside"),
-    ({"valid_from": -1e20}, "outside"),
-    ({"valid_from": math.nan}, "outside"),
+    # a number is refused, not read as epoch ms: 1700000000 (epoch seconds) used to be stored as 1970-01-20
+    ({"valid_from": 1700000000}, "valid_from must be ISO 8601 text"),
+    ({"valid_from": 1700000000000}, "valid_from must be ISO 8601 text"),
+    ({"valid_from": 1e300}, "valid_from must be ISO 8601 text"),
+    ({"valid_from": math.nan}, "valid_from must be ISO 8601 text"),
+    ({"valid_from": True}, "valid_from must be ISO 8601 text"),
+    ({"valid_from": ["2026-01-01"]}, "valid_from must be ISO 8601 text"),
     ({"entities": 5}, "entities"),
     ({"entities": "abc"}, "entities"),
     ({"entities": [None]}, "entities"),
@@ -324,6 +461,26 @@ BAD_FIELDS = [
     ({"external_id": ""}, "id"),
     ({"external_id": "x" * 600}, "id"),
     ({"idempotency_key": ""}, "idempotency_key"),
+    # a number is refused, not turned into its text (5 and "5" were one memory)
+    ({"external_id": 5}, "id must be a non-empty string of at most 512 characters, got int 5"),
+    ({"idempotency_key": 7.0}, "idempotency_key must be a non-empty string of at most 512 characters, got float"),
+    # a lone surrogate (what a JSON escape "\ud800" decodes to) in any text field: not storable text
+    ({"metadata": {"note": "lone \ud800"}}, "metadata is not valid UTF-8"),
+    ({"metadata": {"lone \udfff": 1}}, "metadata is not valid UTF-8"),
+    ({"entities": ["ok", "lone \ud800"]}, "entities is not valid UTF-8"),
+    ({"external_id": "lone \ud800"}, "id is not valid UTF-8"),
+    ({"idempotency_key": "lone \ud800"}, "idempotency_key is not valid UTF-8"),
+    ({"thread": "lone \ud800"}, "thread is not valid UTF-8"),
+    ({"thread": "t1", "neighbours": "lone \ud800"}, "neighbours is not valid UTF-8"),
+    ({"applies_to": ["lone \ud800"]}, "applies_to is not valid UTF-8"),
+    ({"entities": ["ok", "nul\x00"]}, "entities contains the control character U\\+0000"),
+    ({"external_id": "x\x1b[0m"}, "id contains the control character U\\+001B"),
+    ({"idempotency_key": "k\x00"}, "idempotency_key contains the control character"),
+    ({"thread": "t\x07"}, "thread contains the control character"),
+    ({"thread": "t1", "neighbours": "n\x1b"}, "neighbours contains the control character"),
+    ({"metadata": nested(5000)}, "metadata nests objects/lists more than 32 levels deep"),
+    ({"metadata": nested(33)}, "metadata nests objects/lists more than 32 levels deep"),
+    ({"metadata": {"a": [[[nested(30)]]]}}, "metadata nests"),
 ]
 
 
@@ -339,6 +496,21 @@ def test_bad_field_is_refused_with_a_typed_error_and_nothing_written(clocked_sto
                                      MemoryInput(**{"content": "ok content", "namespace": "strict", **change})])
     assert clocked_store.count("strict", status=None) == 1
     assert clocked_store.get("strict", kept.id).content == "the one memory that must survive"
+
+
+def test_metadata_nested_up_to_the_limit_is_kept_whole(clocked_store: MemoryStore) -> None:
+    res = clocked_store.remember("a memory with deep metadata", "strict", metadata=nested(32))
+    assert clocked_store.get("strict", res.id).metadata == nested(32)
+
+
+def test_a_restatement_with_a_lone_surrogate_leaves_its_target_active(clocked_store: MemoryStore) -> None:
+    """Refused before the merge retires anything: the text used to fail only when the create was encoded."""
+    first = clocked_store.remember("the staging database is backed up nightly to the office NAS", "strict")
+    with pytest.raises(InvalidInput, match="metadata is not valid UTF-8"):
+        clocked_store.remember("the staging database is backed up nightly to the office NAS box", "strict",
+                               metadata={"note": "lone \ud800"})
+    assert clocked_store.get("strict", first.id).status == "active"
+    assert clocked_store.count("strict", status=None) == 1
 
 
 @pytest.mark.parametrize("pairs", [{"must_not_miss_boost": "1e308"}, {"c": "inf"}, {"w": "nan"}, {"k": "inf"},
@@ -371,6 +543,8 @@ CLI_BAD = [
     (["recall", "x", "-n", "c", "--as-of", "0001-01-01T00:00:00+05:00"], "outside"),
     (["recall", "x", "-n", "c", "--set", "must_not_miss_boost=1e308"], "must_not_miss_boost"),
     (["recall", "x", "-n", "c", "--set", "half_life=0.0001s"], "half-life"),
+    (["history", "", "-n", "c"], "memory id must be a non-empty string"),
+    (["restore", "", "-n", "c"], "memory id must be a non-empty string"),
 ]
 
 
@@ -383,8 +557,11 @@ def test_cli_bad_input_is_one_line_exit_2(engine, installed, args: list[str], me
 
 
 @pytest.mark.parametrize("line, message", [
-    ('"valid_from": 1e300', "outside"), ('"entities": 5', "entities"), ('"entities": "abc"', "entities"),
+    ('"valid_from": 1700000000', "valid_from must be ISO 8601 text"), ('"entities": 5', "entities"), ('"entities": "abc"', "entities"),
     ('"evergreen": "no"', "evergreen"), ('"namespace": "good\\n"', "namespace"), ('"importance": "high"', "importance"),
+    ('"id": 5', "id must be a non-empty string of at most 512 characters, got int 5"),
+    ('"id": "a1", "external_id": "b1"', 'give "id" or "external_id", not both'),
+    ('"entities": ["\\u001b[31mred"]', "entities contains the control character U+001B"),
 ])
 def test_cli_import_type_errors_name_the_file_line(engine, installed, tmp_path: Path, line: str, message: str) -> None:
     path = tmp_path / "t.jsonl"
@@ -393,6 +570,34 @@ def test_cli_import_type_errors_name_the_file_line(engine, installed, tmp_path: 
     res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path)])
     assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:3: " in res.output, res.output
     assert message in res.output
+    assert MemoryStore(engine, installed).count("c", status=None) == 0
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"content": "a lone \\ud800 surrogate"}', "content is not valid UTF-8"),
+    ('{"content": "fine text", "metadata": {"note": "\\udc00"}}', "metadata is not valid UTF-8"),
+    ('{"id": "x1", "content": "a lone \\ud800 surrogate"}', "content is not valid UTF-8"),
+])
+def test_cli_import_of_a_lone_surrogate_escape_names_line_and_field(engine, installed, tmp_path: Path,
+                                                                   line: str, message: str) -> None:
+    """A line without `id` is identified by its hash, which must not crash on the surrogate first."""
+    path = tmp_path / "s.jsonl"
+    path.write_text('{"content": "fine line one", "namespace": "c"}\n' + line + "\n", encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path), "-n", "c"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:2: {message}" in res.output, res.output
+    assert MemoryStore(engine, installed).count("c", status=None) == 0
+
+
+@pytest.mark.parametrize("levels, message", [(40, "metadata nests objects/lists more than 32 levels deep"),
+                                             (5000, "invalid JSON (nested too deeply)")])
+def test_cli_import_of_deeply_nested_metadata_names_the_line(engine, installed, tmp_path: Path, levels: int,
+                                                             message: str) -> None:
+    path = tmp_path / "deep.jsonl"
+    deep = '{"a": ' * (levels - 1) + "1" + "}" * (levels - 1)  # json.dumps itself overflows at 5000
+    path.write_text('{"content": "fine line one"}\n'
+                    f'{{"content": "deep metadata", "metadata": {deep}}}\n', encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "import", str(path), "-n", "c"])
+    assert res.exit_code == 2 and res.output.count("\n") == 1 and f"{path}:2: {message}" in res.output, res.output
     assert MemoryStore(engine, installed).count("c", status=None) == 0
 
 

@@ -1,6 +1,7 @@
 """Reading memories from JSONL: one set of rules for `esmem import` and the evaluation datasets."""
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 from typing import Any, Mapping
@@ -23,6 +24,8 @@ def parse_line(raw: bytes | str, where: str) -> Any:
         raise InvalidInput(f"{where}: invalid UTF-8") from None
     except json.JSONDecodeError as e:
         raise InvalidInput(f"{where}: invalid JSON ({e.msg})") from None
+    except RecursionError:  # the decoder's own bound on nesting
+        raise InvalidInput(f"{where}: invalid JSON (nested too deeply)") from None
     except ValueError as e:
         raise InvalidInput(f"{where}: invalid JSON ({e})") from None
 
@@ -30,17 +33,23 @@ def parse_line(raw: bytes | str, where: str) -> Any:
 def memory_input(obj: Mapping[str, Any], where: str, default_namespace: str = "default") -> MemoryInput:
     """A memory object (content, namespace, kind, importance, valid_from, entities, evergreen, source,
     metadata, embedding, supersedes, idempotency_key, id -> external_id) as a MemoryInput. A line's
-    `id` (or, without one, the line itself) is its identity: importing a file again is a replay."""
+    `id` (or, without one, the line itself) is its identity: importing a file again is a replay.
+    `id` is stored as the memory's external_id, so a line that also gives `external_id` is refused."""
     unknown = sorted(set(obj) - MEMORY_FIELDS)
     if unknown or "content" not in obj:
         raise InvalidInput(f"{where}: " + (f"unknown field(s) {unknown}" if unknown else "missing \"content\""))
+    if "id" in obj and "external_id" in obj:
+        raise InvalidInput(f"{where}: give \"id\" or \"external_id\", not both (\"id\" is the line's identity "
+                           "and is stored as its external_id)")
     fields = {k: v for k, v in obj.items() if k not in ("type", "id")}
     fields.setdefault("namespace", default_namespace)
     if "id" in obj:
-        fields.setdefault("external_id", obj["id"])
+        fields["external_id"] = obj["id"]
     elif "idempotency_key" not in fields:  # no id: the line itself is the identity (a re-import is a replay)
+        # surrogatepass: a lone surrogate ("\ud800" in the file) is hashed too, and refused by validation
+        # with the field that holds it
         fields["idempotency_key"] = "line:" + hashlib.sha256(
-            json.dumps(dict(obj), sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+            json.dumps(dict(obj), sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")).hexdigest()
     return MemoryInput(**fields)
 
 
@@ -50,8 +59,8 @@ def read_jsonl(path: str, default_namespace: str = "default") -> tuple[list[Memo
     items: list[MemoryInput] = []
     lines: list[int] = []
     try:
-        with open(path, "rb") as fh:
-            raw_lines = fh.read().split(b"\n")
+        with open(path, "rb") as fh:  # a leading byte order mark (editors on Windows write one) is not a line's text
+            raw_lines = fh.read().removeprefix(codecs.BOM_UTF8).split(b"\n")
     except OSError as e:
         raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
     for n, raw in enumerate(raw_lines, 1):

@@ -23,7 +23,7 @@ from esmem.domain.writer import MAX_QUERY_TERMS
 from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.index.install import installed_policy
-from esmem.values import check_namespace, epoch_ms, iso, parse_time
+from esmem.values import check_memory_id, check_namespace, epoch_ms, iso, parse_time
 
 MAX_K = 1000
 POLICY_TTL = 5.0  # seconds a store keeps its copy of the installed ranking policy
@@ -43,6 +43,7 @@ class Recaller:
 
     def get(self, namespace: str, memory_id: str) -> Memory:
         check_namespace(namespace)
+        check_memory_id(memory_id)
         resp = self.catalog.get(namespace, memory_id)
         if resp is None or resp["_source"].get("namespace") != namespace:
             raise NotFound(f"no memory {memory_id!r} in namespace {namespace!r}")

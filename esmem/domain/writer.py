@@ -222,6 +222,8 @@ class Writer:
         merge with. One that could merge with an earlier memory of its batch (or repeats its id)
         waits for the next batch, with every later one that could merge with it; the others stay
         (#18: cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
         with paused_collector() if len(items) > batch_size else nullcontext():
             return self._write(items, dry_run, batch_size, progress)
 
@@ -410,7 +412,12 @@ class Writer:
                 resumed[winner].append(loser)
         if self.merge.enabled:
             found_at = _groups(responses[2:], [len(g) for g in legs])
-            decisions = self._decide([(d, self._candidates(r)) for (_, d), r in zip(batch, found_at)])
+            decisions = self._decide([(d, self._candidates(r, exclude=doc_id))
+                                      for (doc_id, d), r in zip(batch, found_at)])
+            # A look-up that finds the memory itself: another writer created it since `found` was read. It
+            # is no candidate of its own (it would retire itself); the create will find it: a replay.
+            decisions = [Decision("add") if any(h["_id"] == doc_id for resp in r for h in resp["hits"]["hits"])
+                         else dec for (doc_id, _), r, dec in zip(batch, found_at, decisions)]
         else:
             decisions = [Decision("add") for _ in batch]
         decisions = [self._explicit(d, doc_id) if d.get("supersedes") else
@@ -539,9 +546,14 @@ class Writer:
         if docs:
             retired = [(d["namespace"], t, i) for i, d in creating for t in kept[i]]
             existed = self._create(docs, retired=retired)
+        # Another writer created the same id first (identical content and valid_from): this write is a
+        # replay of what it stored. What this write retired for the id before it learnt so is linked
+        # from the stored memory, which the retire names as successor (`link` adds, never overwrites).
+        self._scripted([ScriptOp(d["namespace"], i, "link", {"loser": t}) for i, d in creating if i in existed
+                        for t in kept[i]])
         for doc_id, d in creating:
             dec = final[doc_id]
-            if doc_id in existed:  # another writer with the same id got there first
+            if doc_id in existed:
                 results[doc_id] = self._replayed(doc_id, self._existing([(doc_id, d)])[doc_id], False)
             elif dec.action == "outdated":
                 self._link(d["namespace"], dec.targets[0].id, doc_id)

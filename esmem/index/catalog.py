@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
+from urllib.parse import quote
 
 from esmem.errors import EngineError, NotFound
 from esmem.index.engine import Engine, ndjson, parameter_error
@@ -113,9 +114,11 @@ class Catalog:
 
     # -- documents -----------------------------------------------------------------------------
     def get(self, namespace: str, doc_id: str) -> dict[str, Any] | None:
-        """One stored document (`_source`, `_seq_no`, ...) or None."""
+        """One stored document (`_source`, `_seq_no`, ...) or None. The id is quoted into the path: any
+        string names a document, never another endpoint."""
         try:
-            resp = self.engine.request("GET", f"/{self.alias}/_doc/{doc_id}", params={"routing": namespace})
+            resp = self.engine.request("GET", f"/{self.alias}/_doc/{quote(doc_id, safe='')}",
+                                       params={"routing": namespace})
         except NotFound:
             return None
         return resp if resp.get("found") else None
@@ -175,7 +178,7 @@ class Catalog:
 
     def set_fields(self, namespace: str, doc_id: str, changes: Mapping[str, Any]) -> None:
         """A partial update of one memory, refreshed (restore / undo of a merge)."""
-        self.engine.request("POST", f"/{self.alias}/_update/{doc_id}", {"doc": dict(changes)},
+        self.engine.request("POST", f"/{self.alias}/_update/{quote(doc_id, safe='')}", {"doc": dict(changes)},
                             {"routing": namespace, "refresh": "true", "retry_on_conflict": 3})
 
     def refresh(self) -> None:
