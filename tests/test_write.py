@@ -300,7 +300,7 @@ def test_import_cli_accepts_a_utf8_file_with_a_byte_order_mark(engine, installed
     base = ["--url", engine.url, "--prefix", installed, "import", "-n", "bom"]
     res = CliRunner().invoke(cli, [*base, str(bom)])
     assert res.exit_code == 0, res.output
-    assert res.stdout.strip() == "2 memories: 2 added, 0 merged, 0 duplicate, 0 outdated"
+    assert res.stdout.strip() == "2 memories: 2 added, 0 merged, 0 duplicate, 0 outdated, 0 uncertain"
     again = CliRunner().invoke(cli, [*base, str(plain)])  # the same lines: a replay
     assert again.stdout.strip().endswith("2 already imported"), again.output
 

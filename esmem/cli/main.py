@@ -422,6 +422,48 @@ def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: 
     click.echo(f"{m.id} is {m.status} again")
 
 
+@cli.command()
+@click.option("-n", "--namespace", required=True, help="The namespace whose open pairs to list or settle.")
+@click.option("--replaces", nargs=2, metavar="OLDER NEWER", help="Settle a pair: NEWER replaces OLDER.")
+@click.option("--coexists", nargs=2, metavar="OLDER NEWER", help="Settle a pair: both stay true (unlinked).")
+@click.option("--judge", "use_judge", is_flag=True,
+              help="Let the chat judge of ESMEM_JUDGE_URL / ESMEM_JUDGE_MODEL settle every open pair.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def review(ctx: click.Context, namespace: str, replaces: tuple[str, str] | None, coexists: tuple[str, str] | None,
+           use_judge: bool, as_json: bool) -> None:
+    """List the merge decisions left uncertain (both memories active, linked), or settle them."""
+    store = _store(ctx)
+    if sum(bool(x) for x in (replaces, coexists, use_judge)) > 1:
+        fail("give one of --replaces, --coexists, --judge")
+    if replaces or coexists:
+        older, newer = replaces or coexists  # type: ignore[misc]
+        store.settle(namespace, older, newer, "replaces" if replaces else "coexists")
+        click.echo(f"{newer} {'replaces' if replaces else 'coexists with'} {older} (recorded on both)")
+        return
+    if use_judge:
+        from esmem.domain.llm_judge import ChatJudge
+
+        counts = store.review_with(ChatJudge.from_env(), namespace)
+        click.echo(f"judge settled {counts['replaces']} as replaces, {counts['coexists']} as coexists; "
+                   f"{counts['open']} left open")
+        return
+    open_pairs = store.review(namespace)
+    if as_json:
+        click.echo(json.dumps([{"older": {"id": p.older.id, "content": p.older.content},
+                                "newer": {"id": p.newer.id, "content": p.newer.content}, "kind": p.newer.kind}
+                               for p in open_pairs], ensure_ascii=False))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(open_pairs)} open uncertain pairs in {namespace}")
+    for col in ("older", "newer (may replace it)", "kind"):
+        table.add_column(col)
+    for p in open_pairs:
+        table.add_row(f"{p.older.id}\n{p.older.content}", f"{p.newer.id}\n{p.newer.content}", p.newer.kind)
+    out.print(table)
+
+
 # -- eval --------------------------------------------------------------------------------------
 METRIC_COLUMNS = ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1", "saving", "p50_ms", "p95_ms")
 

@@ -164,7 +164,8 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
             v = pairs.REPLACES if verdicts[c.id] else pairs.COEXISTS
             scores[c.id]["judge"] = bool(verdicts[c.id])
         verdict[c.id] = scores[c.id]["verdict"] = v
-    by = lambda c: (scores[c.id]["overlap"], scores[c.id]["jaccard"], c.bm25)  # noqa: E731
+    # the closest candidate; one whose statement opens with the same subject first
+    by = lambda c: (not readings[c.id][0].renamed, scores[c.id]["overlap"], scores[c.id]["jaccard"], c.bm25)  # noqa: E731
     dups = [c for c in same_kind if verdict[c.id] == pairs.RESTATES]
     if dups:
         return Decision("duplicate", (max(dups, key=lambda c: (scores[c.id]["jaccard"], c.bm25)),), scores)

@@ -160,6 +160,7 @@ class Reading:
     additive_cue: bool
     negation_flip: bool
     other_subject: bool
+    renamed: bool = False  # the statements open with different names (another subject, unless a cue rewords)
 
 
 @lru_cache(maxsize=16384)
@@ -319,9 +320,17 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     # own person or that person opens a text (a change may well mention someone: "my brother")
     lead = set(pair_tokens(old)[:2] + pair_tokens(new)[:2]) | {w for w in _OTHERS_ZH if old.startswith(w) or new.startswith(w)}
     other = bool(others) and (not change or bool(mine - theirs and theirs - mine) or bool(others & lead))
+    # or another name opens the statement: the first differing span starts the sentence (after at most
+    # one shared token: "老张" / "老李") and neither side's words occur anywhere in the other text
+    # (a change often rewords the opening, so with a cue this only ranks candidates: see merge.decide)
+    first = spans[0] if spans else None
+    renamed = bool(first and first[0] and first[1] and first[2] <= 1 and first[3] <= 1 and first[2] == first[3]
+                   and not set(first[0]) & set(b) and not set(first[1]) & set(a)
+                   and not (_is_value(first[0]) and _is_value(first[1])))
+    other = other or (renamed and not change)
 
     def reading(verdict: str, why: str) -> Reading:
-        return Reading(verdict, why, round(ov, 4), round(jac, 4), len(slots), change, additive, flip, other)
+        return Reading(verdict, why, round(ov, 4), round(jac, 4), len(slots), change, additive, flip, other, renamed)
 
     if ov < min_overlap / 2:
         return reading(COEXISTS, "another topic")

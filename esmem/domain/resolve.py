@@ -1,10 +1,11 @@
-"""Query-time resolution of updates that the write-time merge cannot see (issue 15, class 2).
+"""Query-time resolution of updates that the write-time merge did not settle.
 
-Merge supersedes at write time when the new memory is close enough to an old one (BM25 and token
-overlap). A rescheduled event ("stand-up is at 9:30" -> "stand-up moved to 10:00") only
-de-duplicates, and a paraphrased rule ("wait 1 s and retry three times" -> "back off with
-jitter") shares too few words to merge: both stay active and the older, often the closer lexical
-match, ranks first.
+Merge supersedes at write time when the pair's reading says the new memory replaces the old one
+(esmem/domain/pairs.py). A pair it could not tell stays active and linked (`possibly_updates`), and a
+paraphrased rule ("wait 1 s and retry three times" -> "back off with jitter") shares too few words to
+be read as one: both stay active and the older, often the closer lexical match, ranks first.
+
+A linked pair is resolved whatever the query: the older is put under the newer.
 
 At recall the query says what the topic is. Two candidates of the same kind are on the same topic
 for this query when the query terms they match overlap:
@@ -70,6 +71,17 @@ def _update(marked: bool, rel_newer: float, rel_older: float, ratio: float, kind
     return marked or (kind in RATIO_KINDS and rel_newer >= ratio * rel_older)
 
 
+def linked(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """The write-time merge left the pair uncertain and linked it (esmem/domain/merge.py): `new` may
+    update `old`, whatever the query matches of them."""
+    return old["_id"] in _listed(new["_source"].get("possibly_updates")) or \
+        new["_id"] in _listed(old["_source"].get("possibly_updated_by"))
+
+
+def _listed(value: Any) -> list[str]:
+    return [] if value is None else list(value) if isinstance(value, list) else [value]
+
+
 def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, factor: float, ratio: float,
             rel: Callable[[Mapping[str, Any]], float]) -> Resolved:
     """Demote every older same-kind, same-topic candidate under a newer one that reads as its update."""
@@ -77,12 +89,15 @@ def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, facto
     eligible = [h for h in hits if not h["_source"].get("thread")]
     m = {h["_id"]: matched(q, h["_source"]["content"]) for h in eligible}
     score = {h["_id"]: float(h["_score"]) for h in hits}
-    rels = {h["_id"]: rel(h) for h in eligible}  # per candidate, not per pair (#18)
+    rels = {h["_id"]: rel(h) for h in eligible}  # once per candidate, not once per pair
     marked = {h["_id"]: bool(CHANGE.search(h["_source"]["content"])) for h in eligible}
     demoted: dict[str, str] = {}
     for old in eligible:
         for new in eligible:
-            if (new is old or new["_source"]["kind"] != old["_source"]["kind"]
+            if new is old:
+                continue
+            if not linked(old, new) and (
+                    new["_source"]["kind"] != old["_source"]["kind"]
                     or new["_source"]["valid_from"] <= old["_source"]["valid_from"]
                     or not same_topic(m[old["_id"]], m[new["_id"]], overlap)
                     or not _update(marked[new["_id"]], rels[new["_id"]], rels[old["_id"]], ratio,

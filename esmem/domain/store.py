@@ -15,7 +15,9 @@ from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import Recaller
+from esmem.domain import review
 from esmem.domain.reheat import flush_all
+from esmem.domain.review import Pending
 from esmem.domain.types import Memory, MemoryInput, RecallResult, WriteResult
 from esmem.domain.validate import Limits
 from esmem.domain.writer import Writer
@@ -111,6 +113,22 @@ class MemoryStore:
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
         self.flush()
         return self.recaller.count(namespace, status)
+
+    def review(self, namespace: str) -> list[Pending]:
+        """The merge decisions the write path left uncertain in a namespace, still open, newest first."""
+        self.flush()
+        return review.pending(self.catalog, namespace)
+
+    def settle(self, namespace: str, older_id: str, newer_id: str, verdict: str, *, by: str = "person") -> None:
+        """Settle an open uncertain pair: `replaces` (the older memory is superseded by the newer) or
+        `coexists` (both stay, unlinked); the verdict is recorded on both memories."""
+        review.settle(self.catalog, namespace, older_id, newer_id, verdict, by=by, now=self.clock(),
+                      run=self.writer.scripted)
+
+    def review_with(self, judge: MergeJudge, namespace: str) -> dict[str, int]:
+        """Let a merge judge settle the open pairs of a namespace (its None leaves a pair open)."""
+        self.flush()
+        return review.judge_all(self.catalog, namespace, judge, now=self.clock(), run=self.writer.scripted)
 
     def restore(self, namespace: str, memory_id: str, *, retire_successor: bool = True) -> Memory:
         """Undo a merge: reactivate a superseded memory (its successor retired, or only unlinked)."""

@@ -52,6 +52,9 @@ class Memory:
     external_id: str | None = None
     importance_rule: str | None = None
     metadata: Mapping[str, Any] | None = None
+    possibly_updates: tuple[str, ...] = ()  # an uncertain merge: older memories this one may replace
+    possibly_updated_by: tuple[str, ...] = ()  # ... or newer ones that may replace it
+    reviews: tuple[Mapping[str, Any], ...] = ()  # verdicts on uncertain pairs (esmem/domain/review.py)
 
     @classmethod
     def from_hit(cls, doc_id: str, src: Mapping[str, Any]) -> "Memory":
@@ -67,7 +70,15 @@ class Memory:
                    access_count=int(src.get("access_count") or 0), last_accessed_at=t("last_accessed_at"),
                    entities=tuple(src.get("entities") or ()), source=src.get("source", "user"),
                    evergreen=bool(src.get("evergreen")), external_id=src.get("external_id"),
-                   importance_rule=src.get("importance_rule"), metadata=src.get("metadata"))
+                   importance_rule=src.get("importance_rule"), metadata=src.get("metadata"),
+                   possibly_updates=_tuple(src.get("possibly_updates")),
+                   possibly_updated_by=_tuple(src.get("possibly_updated_by")),
+                   reviews=tuple(r for r in _tuple(src.get("reviews")) if isinstance(r, Mapping)))
+
+
+def _tuple(value: Any) -> tuple[Any, ...]:
+    """A stored field that holds one value or a list of them, as a tuple."""
+    return () if value is None else tuple(value) if isinstance(value, list) else (value,)
 
 
 @dataclass(frozen=True)

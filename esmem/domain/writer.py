@@ -454,7 +454,7 @@ class Writer:
         if out.errors:
             routing = {i: d["namespace"] for i, d in docs}
             self.catalog.delete([(i, routing[i]) for i in out.created])
-            self._scripted([ScriptOp(ns, target, "unretire", {"winner": winner}) for ns, target, winner in retired])
+            self.scripted([ScriptOp(ns, target, "unretire", {"winner": winner}) for ns, target, winner in retired])
             self.catalog.refresh()
             raise EngineError(f"the engine rejected {len(out.errors)} of {len(docs)} memories of a batch "
                               f"({out.errors[0]}); none of that batch was kept")
@@ -515,7 +515,7 @@ class Writer:
         ops = [ScriptOp(d["namespace"], t.id, "retire", {"winner": doc_id, "invalid_at": d["valid_from"]})
                for doc_id, d, dec in mems if dec.action == "supersede" for t in dec.targets if t.id not in kept[doc_id]]
         lost: set[str] = set()
-        for op, ok in zip(ops, self._scripted(ops)):  # 2. retire
+        for op, ok in zip(ops, self.scripted(ops)):  # 2. retire
             if ok:
                 kept[op.params["winner"]].append(op.target)
             else:
@@ -549,7 +549,7 @@ class Writer:
         # Another writer created the same id first (identical content and valid_from): this write is a
         # replay of what it stored. What this write retired for the id before it learnt so is linked
         # from the stored memory, which the retire names as successor (`link` adds, never overwrites).
-        self._scripted([ScriptOp(d["namespace"], i, "link", {"loser": t}) for i, d in creating if i in existed
+        self.scripted([ScriptOp(d["namespace"], i, "link", {"loser": t}) for i, d in creating if i in existed
                         for t in kept[i]])
         for doc_id, d in creating:
             dec = final[doc_id]
@@ -567,7 +567,7 @@ class Writer:
                 results[doc_id] = WriteResult("added", doc_id, scores=dec.scores)
         restates = [ScriptOp(d["namespace"], dec.targets[0].id, "restate",
                      {"id": doc_id, "importance": d["importance"], "anchor_at": d["anchor_at"]}) for doc_id, d, dec in dups]
-        for (doc_id, d, dec), ok in zip(dups, self._scripted(restates)):  # 5. duplicates, links, settle
+        for (doc_id, d, dec), ok in zip(dups, self.scripted(restates)):  # 5. duplicates, links, settle
             if ok:
                 results[doc_id] = self._result(doc_id, dec)
                 continue
@@ -586,7 +586,7 @@ class Writer:
                 self._settle(written, seen)
         return [results[i] for i, _, _ in work], finish
 
-    def _scripted(self, ops: Sequence[ScriptOp]) -> list[bool]:
+    def scripted(self, ops: Sequence[ScriptOp]) -> list[bool]:
         """The one compare-and-set step of the protocol: stored update scripts (atomic per memory,
         retried on version conflicts) in one `_bulk`; True where the script applied (now or earlier)."""
         out: list[bool] = []
@@ -622,14 +622,14 @@ class Writer:
                 dec = Decision("supersede", dec.targets, dec.scores)  # it replaced something: keep it
             if dec.action == "duplicate":
                 target = dec.targets[0]
-                if self._scripted([ScriptOp(ns, target.id, "restate", {"id": doc_id, "importance": doc["importance"],
+                if self.scripted([ScriptOp(ns, target.id, "restate", {"id": doc_id, "importance": doc["importance"],
                                                                         "anchor_at": doc["anchor_at"]})])[0]:
                     return self._result(doc_id, dec)
                 continue
             if dec.action in ("add", "outdated", "uncertain"):
                 return dec
             ops = [ScriptOp(ns, t.id, "retire", {"winner": doc_id, "invalid_at": doc["valid_from"]}) for t in dec.targets]
-            won = [t.id for t, ok in zip(dec.targets, self._scripted(ops)) if ok]
+            won = [t.id for t, ok in zip(dec.targets, self.scripted(ops)) if ok]
             kept.extend(won)
             if len(won) == len(dec.targets):
                 return dec
@@ -668,7 +668,7 @@ class Writer:
             links = {w: src.get("supersedes") or [] for w, src in self.catalog.mget([(w, ns) for ns, w in winners]).items()}
             missing = [(ns, w, l) for ns, w, l in sorted(need) if w in links
                        and l not in (links[w] if isinstance(links[w], list) else [links[w]])]
-        self._scripted([ScriptOp(ns, w, "link", {"loser": l}) for ns, w, l in missing])
+        self.scripted([ScriptOp(ns, w, "link", {"loser": l}) for ns, w, l in missing])
 
     def _settle(self, written: list[tuple[str, dict[str, Any]]], seen: int | None = None) -> None:
         """Concurrent writers can each add the same topic before seeing the other's write. Look
@@ -683,11 +683,11 @@ class Writer:
         legs = [self._lookups(d, seen) for _, d in written]
         found_at = _groups(self.catalog.msearch([s for group in legs for s in group], "merge lookup"),
                            [len(g) for g in legs])
-        twins_of = self._decide([(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(written, found_at)])
-        for (doc_id, d), dec in zip(written, twins_of):
+        pairs = [(doc_id, d, c) for (doc_id, d), r in zip(written, found_at) for c in self._candidates(r, exclude=doc_id)]
+        # each twin on its own: a memory may have several (three writers wrote one topic at once)
+        for (doc_id, d, twin), dec in zip(pairs, self._decide([(d, [c]) for _, d, c in pairs])):
             if dec.action not in ("supersede", "duplicate", "outdated"):
                 continue
-            twin = dec.targets[0]  # the reading put the older of the pair first: the newer one wins
             mine = (d["valid_from"], d["recorded_at"], doc_id)
             theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
             winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
@@ -745,14 +745,14 @@ class Writer:
         win = self.catalog.get(namespace, winner)
         if win is None or win["_source"]["status"] != "active":
             return  # another writer settled it already
-        ok = self._scripted([ScriptOp(namespace, loser, "retire", {"winner": winner,
+        ok = self.scripted([ScriptOp(namespace, loser, "retire", {"winner": winner,
                                                                    "invalid_at": win["_source"]["valid_from"]})])
         if ok[0]:
             self._link(namespace, winner, loser)
 
     def _link(self, namespace: str, winner: str, loser: str) -> None:
         """Add `loser` to the winner's `supersedes` (the `link` script: an add, so no link is lost)."""
-        self._scripted([ScriptOp(namespace, winner, "link", {"loser": loser})])
+        self.scripted([ScriptOp(namespace, winner, "link", {"loser": loser})])
 
     def _explicit(self, doc: Mapping[str, Any], doc_id: str) -> Decision:
         """A caller-named predecessor: it must be an active memory of the same namespace (or one
