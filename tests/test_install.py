@@ -26,7 +26,7 @@ def test_cli_install_reports_counts(engine: Engine, prefix: str) -> None:
     runner = CliRunner()
     first = runner.invoke(cli, ["--url", engine.url, "--prefix", prefix, "install"])
     assert first.exit_code == 0, first.output
-    assert first.output.strip().splitlines()[-1].startswith("29 created, 0 updated")
+    assert first.output.strip().splitlines()[-1].startswith("30 created, 0 updated")
     second = runner.invoke(cli, ["--url", engine.url, "--prefix", prefix, "install"])
     assert second.output.strip().splitlines()[-1].startswith("nothing to do")
 
@@ -76,7 +76,7 @@ def test_uninstall_removes_only_its_own_prefix(engine: Engine, prefix: str) -> N
     try:
         uninstall(engine, prefix)
         gone = check(engine, prefix)  # index template, 8 scripts, 16 search templates, the index
-        assert len(gone) == 29 and all(line.endswith(": missing") for line in gone)
+        assert len(gone) == 30 and all(line.endswith(": missing") for line in gone)
         assert check(engine, other) == []
     finally:
         uninstall(engine, other)

@@ -464,6 +464,31 @@ def review(ctx: click.Context, namespace: str, replaces: tuple[str, str] | None,
     out.print(table)
 
 
+@cli.command()
+@click.option("-n", "--namespace", "namespaces", multiple=True,
+              help="A namespace to repair (repeatable); default: every namespace of the prefix.")
+@click.option("--apply", "apply_", is_flag=True, help="Undo the listed supersessions (default: only list them).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def repair(ctx: click.Context, namespaces: tuple[str, ...], apply_: bool, as_json: bool) -> None:
+    """List the supersessions today's merge decision would not make again; --apply undoes them."""
+    store = _store(ctx)
+    targets = list(namespaces) or sorted(store.recaller.namespaces())
+    found = [f for ns in targets for f in store.repair(ns, apply=apply_)]
+    if as_json:
+        click.echo(json.dumps([asdict(f) for f in found], ensure_ascii=False))
+        return
+    from rich.table import Table
+
+    table = Table(title=f"{len(found)} supersessions the decision would not make again"
+                        + (" (undone)" if apply_ else " (dry run: --apply undoes them)"))
+    for col in ("namespace", "older (retired)", "newer", "now"):
+        table.add_column(col)
+    for f in found:
+        table.add_row(f.namespace, f"{f.older}\n{f.older_text}", f"{f.newer}\n{f.newer_text}", f"{f.verdict}: {f.why}")
+    out.print(table)
+
+
 # -- eval --------------------------------------------------------------------------------------
 METRIC_COLUMNS = ("p@1", "r@3", "r@5", "r@10", "mrr", "ndcg@5", "stale@1", "saving", "p50_ms", "p95_ms")
 

@@ -15,8 +15,9 @@ from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import Recaller
-from esmem.domain import review
+from esmem.domain import repair, review
 from esmem.domain.reheat import flush_all
+from esmem.domain.repair import Finding
 from esmem.domain.review import Pending
 from esmem.domain.types import Memory, MemoryInput, RecallResult, WriteResult
 from esmem.domain.validate import Limits
@@ -129,6 +130,15 @@ class MemoryStore:
         """Let a merge judge settle the open pairs of a namespace (its None leaves a pair open)."""
         self.flush()
         return review.judge_all(self.catalog, namespace, judge, now=self.clock(), run=self.writer.scripted)
+
+    def repair(self, namespace: str, *, apply: bool = False) -> list[Finding]:
+        """The supersessions of a namespace today's merge decision would not make (esmem/domain/repair.py);
+        with `apply`, each is undone: the older memory active again (linked for review when uncertain)."""
+        self.flush()
+        found = list(repair.findings(self.catalog, namespace, self.merge))
+        if apply:
+            repair.apply(self.catalog, found, now=self.clock(), run=self.writer.scripted)
+        return found
 
     def restore(self, namespace: str, memory_id: str, *, retire_successor: bool = True) -> Memory:
         """Undo a merge: reactivate a superseded memory (its successor retired, or only unlinked)."""

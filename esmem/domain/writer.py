@@ -494,7 +494,7 @@ class Writer:
         sup = src.get("supersedes") or []
         if action == "outdated":
             return WriteResult("outdated", doc_id, outdated_by=src.get("superseded_by"), replayed=True, dry_run=dry_run)
-        if action == "supersede":
+        if action in ("supersede", "explicit"):  # explicit: the caller named the predecessor
             return WriteResult("superseded", doc_id, tuple(sup if isinstance(sup, list) else [sup]), replayed=True,
                                dry_run=dry_run)
         if action == "uncertain":
@@ -533,7 +533,8 @@ class Writer:
             if doc_id not in final:
                 continue
             dec = final[doc_id]
-            body = {**d, "written_as": "supersede" if kept[doc_id] and dec.action != "outdated" else dec.action,
+            written_as = "supersede" if kept[doc_id] and dec.action != "outdated" else dec.action
+            body = {**d, "written_as": "explicit" if d.get("supersedes") and written_as == "supersede" else written_as,
                     "supersedes": kept[doc_id] or None}
             if dec.action == "outdated":
                 body.update(status="superseded", superseded_by=dec.targets[0].id,
