@@ -140,3 +140,14 @@ def test_mergeable_answers_could_merge_against_every_added_content(earlier, new,
         index.add(" ".join(earlier[n]) if n < len(earlier) else "", f"m{n}")
     alive = [w for n, w in enumerate(earlier) if n not in gone or n in back]
     assert index.any(" ".join(new)) == any(could_merge(" ".join(new), " ".join(w), kind, policy) for w in alive)
+
+
+def test_conversation_turns_are_only_deduplicated() -> None:
+    """A transcript records what was said: a turn that says "now" or "instead" replaces nothing."""
+    said = "Mia: the book club meets on Tuesdays"
+    turn = "Mia: actually the book club now meets on Thursdays instead"
+    assert decide(turn, "event", [cand("t", said, kind="event")], MergePolicy(), LATER).action == "supersede"
+    assert decide(turn, "event", [cand("t", said, kind="event")], MergePolicy(), LATER, turn=True).action == "add"
+    threaded = Candidate("t", 5.0, {"content": said, "kind": "event", "valid_from": "2026-01-01T00:00:00Z", "thread": "s1"})
+    assert decide(turn, "event", [threaded], MergePolicy(), LATER).action == "add"
+    assert decide(said, "event", [threaded], MergePolicy(), LATER, turn=True).action == "duplicate"

@@ -78,18 +78,23 @@ class MemoryOut(BaseModel):
 class Candidate(BaseModel):
     id: str
     bm25: float
-    overlap: float = Field(description="Share of the new memory's words found in the candidate.")
+    overlap: float = Field(description="Share of the shorter memory's words found in the other.")
+    verdict: str = Field("", description="How the pair reads: restates, replaces, coexists or uncertain.")
+    why: str = Field("", description="What made that reading.")
 
 
 class RememberOut(BaseModel):
-    action: Literal["added", "superseded", "duplicate", "outdated"] = Field(description=(
-        "added: a new memory; superseded: it replaced older version(s) listed in `superseded`; "
+    action: Literal["added", "superseded", "duplicate", "outdated", "uncertain"] = Field(description=(
+        "added: a new memory; superseded: it replaced the older version listed in `superseded`; "
         "duplicate: already known (nothing new written, the existing one was reinforced); "
-        "outdated: an active newer memory on the same topic exists, this one is kept as history."))
+        "outdated: an active newer memory on the same topic exists, this one is kept as history; "
+        "uncertain: added, and it may replace `possibly_updates` (both stay active; if it does, "
+        "remember it again saying what changed, e.g. with 'now' or 'instead')."))
     id: str = Field(description="The new memory's id (for duplicate: the existing memory's id).")
     superseded: list[str] = Field(default_factory=list)
     duplicate_of: str | None = None
     outdated_by: str | None = None
+    possibly_updates: list[str] = Field(default_factory=list)
     candidates: list[Candidate] = Field(default_factory=list, description="Similar memories the decision compared.")
 
 
@@ -182,8 +187,9 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         except EsmemError as e:
             raise _refuse(e) from None
         return RememberOut(action=r.action, id=r.id, superseded=list(r.superseded), duplicate_of=r.duplicate_of,
-                           outdated_by=r.outdated_by,
-                           candidates=[Candidate(id=i, bm25=s.get("bm25", 0.0), overlap=s.get("overlap", 0.0))
+                           outdated_by=r.outdated_by, possibly_updates=list(r.possibly_updates),
+                           candidates=[Candidate(id=i, bm25=s.get("bm25", 0.0), overlap=s.get("overlap", 0.0),
+                                                 verdict=s.get("verdict", ""), why=s.get("why", ""))
                                        for i, s in r.scores.items()])
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

@@ -143,11 +143,13 @@ class Mergeable:
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
-           valid_from: str | None = None, verdicts: Mapping[str, bool | None] | None = None) -> Decision:
+           valid_from: str | None = None, verdicts: Mapping[str, bool | None] | None = None,
+           turn: bool = False) -> Decision:
     """Pure decision over the lookup's candidates (already same namespace, active, same kind).
     `valid_from` (ISO, as stored) lets a late-arriving older statement become history. `verdicts`
     (candidate id -> True replaces / False coexists / None cannot tell; a merge judge's answers)
-    settle the pairs the reading left uncertain."""
+    settle the pairs the reading left uncertain. A conversation turn (`turn`, or a candidate with a
+    `thread`) is a record of what was said, not a state: it is only ever de-duplicated."""
     if not policy.enabled:
         return Decision("add")
     same_kind = [c for c in candidates if c.source.get("kind") == kind]
@@ -158,7 +160,7 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
     verdict: dict[str, str] = {}
     for c in same_kind:
         v = readings[c.id][0].verdict
-        if v == pairs.REPLACES and kind in policy.never_supersede:
+        if v in (pairs.REPLACES, pairs.UNCERTAIN) and (kind in policy.never_supersede or turn or c.source.get("thread")):
             v = pairs.COEXISTS
         if v == pairs.UNCERTAIN and verdicts is not None and verdicts.get(c.id) is not None:
             v = pairs.REPLACES if verdicts[c.id] else pairs.COEXISTS
@@ -182,11 +184,12 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
 
 
 def judgeable(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
-              valid_from: str | None = None) -> list[Candidate]:
+              valid_from: str | None = None, turn: bool = False) -> list[Candidate]:
     """The candidates a merge judge is asked about: those the reading leaves uncertain, when the new
-    memory restates and replaces none of them."""
-    if not policy.enabled or kind in policy.never_supersede:
+    memory restates and replaces none of them (never about conversation turns)."""
+    if not policy.enabled or kind in policy.never_supersede or turn:
         return []
+    candidates = [c for c in candidates if not c.source.get("thread")]
     same_kind = [c for c in candidates if c.source.get("kind") == kind]
     readings = [(c, *read(content, kind, valid_from, c, policy)) for c in same_kind]
     if any(r.verdict in (pairs.RESTATES, pairs.REPLACES) for _, r, _ in readings):

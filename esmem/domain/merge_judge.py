@@ -56,12 +56,16 @@ def ask(judge: MergeJudge, questions: Sequence[Question]) -> list[bool | None]:
 
 
 def verdicts(judge: MergeJudge, items: Sequence[tuple[str, str, str | None, Sequence[Candidate]]],
-             policy: MergePolicy, known: dict[tuple[str, str], bool | None]) -> list[dict[str, bool | None]]:
+             policy: MergePolicy, known: dict[tuple[str, str], bool | None],
+             turns: Sequence[bool] = ()) -> list[dict[str, bool | None]]:
     """The judge's answer for every judgeable candidate of each (content, kind, valid_from, candidates)
-    item, in one call for the questions `known` (content, candidate id -> answer) does not answer yet.
+    item (`turns`: which items are conversation turns, never asked about), in one call for the questions
+    `known` (content, candidate id -> answer) does not answer yet.
     Each question puts the older of the pair as `old`: a late-arriving memory is asked about as replaced."""
     todo: dict[tuple[str, str], Question] = {}
-    asked = [judgeable(content, kind, cands, policy, valid_from) for content, kind, valid_from, cands in items]
+    turn = list(turns) or [False] * len(items)
+    asked = [judgeable(content, kind, cands, policy, valid_from, t)
+             for (content, kind, valid_from, cands), t in zip(items, turn)]
     for (content, kind, valid_from, _), cands in zip(items, asked):
         for c in cands:
             if (content, c.id) not in known:

@@ -196,12 +196,12 @@ class Writer:
         return list(out.values())
 
     def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]]) -> list[Decision]:
-        """merge.decide per (document, candidates); with a judge, its answers replace the supersede rule
-        (asked once for the batch, checked before anything is written)."""
+        """merge.decide per (document, candidates); with a judge, its answers settle the pairs the reading
+        left uncertain (asked once for the batch, checked before anything is written)."""
         judged: list[dict[str, bool | None] | None] = list(verdicts(
             self.judge, [(d["content"], d["kind"], d["valid_from"], c) for d, c in items],
-            self.merge, self._known)) if self.judge else [None] * len(items)
-        return [decide(d["content"], d["kind"], c, self.merge, d["valid_from"], v)
+            self.merge, self._known, [bool(d.get("thread")) for d, _ in items])) if self.judge else [None] * len(items)
+        return [decide(d["content"], d["kind"], c, self.merge, d["valid_from"], v, turn=bool(d.get("thread")))
                 for (d, c), v in zip(items, judged)]
 
     def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
