@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from esmem.domain.merge import Candidate, Mergeable, MergePolicy, could_merge, decide
-from esmem.domain.pairs import jaccard, topic_overlap
+from esmem.domain.pairs import read
 from esmem.errors import ConfigError
 
 
@@ -20,10 +20,10 @@ LATER = "2026-02-01T00:00:00Z"
 
 
 def test_topic_overlap_is_the_overlap_coefficient_and_jaccard_is_symmetric() -> None:
-    assert topic_overlap("redis cache", "redis cache warmup script") == 1.0
-    assert jaccard("redis cache", "redis cache warmup script") == 0.5
-    assert topic_overlap("a", "") == 0.0
-    assert jaccard(OLD, NEW) == jaccard(NEW, OLD)
+    wider = read("redis cache", "redis cache warmup script", "fact")
+    assert (wider.overlap, wider.jaccard) == (1.0, 0.5)
+    assert read("a", "", "fact").overlap == 0.0
+    assert read(OLD, NEW, "rule").jaccard == read(NEW, OLD, "rule").jaccard
 
 
 def test_a_change_cue_on_the_same_topic_supersedes_whatever_the_bm25() -> None:

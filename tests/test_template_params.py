@@ -103,10 +103,19 @@ def _truthy(v: Any) -> bool:
     return v not in (None, False, "", []) and v is not MISSING
 
 
+def _no_window(value: Any) -> bool:
+    """A rescore window the engine reads as 0 (or less): no hit is fused, so no script reads a number."""
+    try:
+        return value is not None and value is not MISSING and not isinstance(value, (dict, list, bool)) \
+            and int(float(value)) < 1
+    except (TypeError, ValueError):
+        return False
+
+
 def _bad_script_numbers(template: str, params: dict[str, Any]) -> set[str]:
     """The parameters the stored scripts read on every fused call and must refuse (a subset: values
     known to be bad whatever the engine's number parser, given as strings)."""
-    if template != "recall" or _truthy(params.get("rel_only")):
+    if template != "recall" or _truthy(params.get("rel_only")) or _no_window(params.get("rescore_window")):
         return set()
     bad = {k for k in FUSE_KNOBS if params.get(k) in BAD_NUMBERS or (k == "k" and params.get(k) in ("0", "-1"))}
     bad |= {k for k, v in params.items() if k.startswith("half_life_") and v in BAD_DURATIONS}

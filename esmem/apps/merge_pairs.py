@@ -128,7 +128,7 @@ def groups(scored: Sequence[Scored]) -> dict[str, list[Scored]]:
         for key, value in (("lang", s.pair.lang), ("kind", s.pair.kind), ("type", s.pair.type), ("label", s.pair.label)):
             if value:
                 out[f"{key}={value}"].append(s)
-    return dict(out)
+    return dict(sorted(out.items(), key=lambda kv: (kv[0] != "all", kv[0])))
 
 
 def report(scored: Sequence[Scored], thresholds: Sequence[float] = ()) -> list[dict[str, Any]]:

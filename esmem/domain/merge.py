@@ -33,7 +33,7 @@ from esmem.errors import ConfigError
 
 @dataclass(frozen=True)
 class MergePolicy:
-    """`min_overlap`: the topic overlap (pairs.topic_overlap) a replacement without a change cue needs;
+    """`min_overlap`: the topic overlap (Reading.overlap) a replacement without a change cue needs;
     `dup_overlap`: the Jaccard a restatement needs; `events`: kinds of happenings, replaced only by a
     reschedule or a cancellation; `never_supersede`: kinds only ever de-duplicated."""
 

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import regex
 
-from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, tokens
+from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, token_sets
 
 RESTATES, REPLACES, COEXISTS, UNCERTAIN = "restates", "replaces", "coexists", "uncertain"
 # Topic overlap above which a text that differs in several places repeats most of the other: a rule
@@ -182,48 +182,18 @@ def _weight(shared: set[str]) -> float:
     return sum(0.5 if _is_cjk(t) else 1.0 for t in shared)
 
 
-@lru_cache(maxsize=16384)
-def _search_set(text: str) -> frozenset[str]:
-    return frozenset(tokens(text, query=True))
-
-
-def jaccard(a: str, b: str) -> float:
-    """Jaccard of the search-analyzer token sets: a restatement says (almost) only the same words."""
-    ta, tb = _search_set(a), _search_set(b)
-    return len(ta & tb) / len(ta | tb) if ta and tb else 0.0
-
-
-def topic_overlap(a: str, b: str) -> float:
-    """Overlap coefficient |A & B| / min(|A|, |B|) of the pair-token sets: how much of the shorter
-    text the other one repeats (an update restates its topic and changes a detail)."""
-    ta, tb = set(pair_tokens(a)), set(pair_tokens(b))
-    return len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
-
-
-def _cue_added(old: str, new: str, en: regex.Pattern[str], zh: tuple[str, ...]) -> bool:
-    """A cue of the new text that the old one does not carry."""
-    found_en = {m.group(0).lower() for m in en.finditer(new)}
-    if found_en - {m.group(0).lower() for m in en.finditer(old)}:
-        return True
-    return any(_zh_has(new, w) and not _zh_has(old, w) for w in zh)
-
-
 # Chinese cues that are also the tail of a longer word of another meaning: 提交给 (submit to) is not
 # 交给 (hand over to); 下班以后 (after work) is not 以后 (from now on).
-_ZH_NOT_AFTER = {"交给": "提递", "以后": "班课饭后前之天年月日点时", "现在": "", "新的": ""}
+_ZH_NOT_AFTER = {"交给": "提递", "以后": "班课饭后前之天年月日点时"}
 
 
-def _zh_has(text: str, cue: str) -> bool:
-    at = text.find(cue)
-    while at >= 0:
-        if not (at and text[at - 1] in _ZH_NOT_AFTER.get(cue, "")):
-            return True
-        at = text.find(cue, at + 1)
-    return False
+_HAN = regex.compile(r"\p{Han}")
 
 
-def _change_added(old: str, new: str) -> bool:
-    return _cue_added(old, new, _CHANGE_EN_RE, _CHANGE_ZH) or (bool(_BU_LE.search(new)) and not _BU_LE.search(old))
+def _zh(words: tuple[str, ...]) -> regex.Pattern[str]:
+    """One pattern for a list of Chinese cues, longest first, each guarded against its longer words."""
+    return regex.compile("|".join(f"(?<![{_ZH_NOT_AFTER[w]}]){regex.escape(w)}" if w in _ZH_NOT_AFTER
+                                  else regex.escape(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
 def _negated(text: str) -> bool:
@@ -236,7 +206,8 @@ def _negated(text: str) -> bool:
 
 
 def _others(text: str, toks: tuple[str, ...]) -> set[str]:
-    return {t for t in toks if t in _OTHERS_EN} | {w for w in _OTHERS_ZH if w in text}
+    found = {t for t in toks if t in _OTHERS_EN}
+    return found | {w for w in _OTHERS_ZH if w in text} if _HAN.search(text) else found
 
 
 def _spans(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[tuple[str, ...], tuple[str, ...], int, int]]:
@@ -253,9 +224,7 @@ def _strip_cues(text: str) -> str:
     """The text without its change and additive cues: they are read as cues, not as differing content."""
     for pattern in (_CHANGE_EN_RE, _ADDITIVE_EN_RE, _EVENT_EN_RE):
         text = pattern.sub(" ", text)
-    for w in _CHANGE_ZH + _EVENT_ZH + _ADDITIVE_ZH:
-        text = text.replace(w, " ")
-    return text
+    return _ANY_ZH_RE.sub(" ", text) if _HAN.search(text) else text
 
 
 def _subject(text: str) -> tuple[tuple[str, ...], str, str] | None:
@@ -280,46 +249,96 @@ def reaches_far(text: str) -> bool:
     """Whether a text may be read as related to one it shares under `min_overlap` of its topic: it
     carries a change, event or correction cue (the only reading that looks below that overlap)."""
     return bool(_CHANGE_EN_RE.search(text) or _EVENT_EN_RE.search(text) or _BU_LE.search(text)
-                or any(_zh_has(text, w) for w in _CHANGE_ZH + _EVENT_ZH))
+                or (_HAN.search(text) and (_CHANGE_ZH_RE.search(text) or _EVENT_ZH_RE.search(text))))
 
 
-def _one_value(old: str, new: str) -> bool:
-    """Both texts state one value of the same attribute of the same subject, and say it differently."""
-    a, b = _subject(old), _subject(new)
-    return bool(a and b and a[:2] == b[:2] and pair_tokens(a[2]) != pair_tokens(b[2]))
+class _Text:
+    """What the reading needs of one text, computed once per text (a batch reads each memory against
+    several candidates, and the candidates recur from memory to memory); what only a pair on one topic
+    needs is computed on first use (most candidates of a look-up share too little to get that far)."""
+
+    def __init__(self, raw: str):
+        self.text = _PROVENANCE.sub(" ", raw)
+        self.tokens = pair_tokens(self.text)
+        self.search = token_sets(self.text)[1]
+        self.change = _found(self.text, _CHANGE_EN_RE, _CHANGE_ZH_RE)
+        self.event = _found(self.text, _EVENT_EN_RE, _EVENT_ZH_RE)
+        self.additive = _found(self.text, _ADDITIVE_EN_RE, _ADDITIVE_ZH_RE)
+        self.retract = _found(self.text, _RETRACT_EN_RE, _RETRACT_ZH_RE)
+        self.bu_le = bool(_BU_LE.search(self.text))
+        self.negated = _negated(self.text)
+
+    @cached_property
+    def plain(self) -> tuple[str, ...]:
+        """The pair tokens without the cues."""
+        return pair_tokens(_strip_cues(self.text))
+
+    @cached_property
+    def change_beside_retract(self) -> frozenset[str]:
+        """The change cues other than a retraction."""
+        return _found(_strip_retractions(self.text), _CHANGE_EN_RE, _CHANGE_ZH_RE)
+
+    @cached_property
+    def others(self) -> frozenset[str]:
+        return frozenset(_others(self.text, self.tokens))
+
+    @cached_property
+    def opens_with(self) -> frozenset[str]:
+        """The first two pair tokens and a person word the text starts with."""
+        return frozenset(self.tokens[:2]) | frozenset(w for w in _OTHERS_ZH if self.text.startswith(w))
+
+    @cached_property
+    def subject(self) -> tuple[tuple[str, ...], str, tuple[str, ...]] | None:
+        found = _subject(self.text)
+        return (found[0], found[1], pair_tokens(found[2])) if found else None
+
+    @cached_property
+    def many(self) -> bool:
+        """It names a Chinese many-valued attribute."""
+        return bool(_MULTI_ZH.search(self.text))
 
 
-def _many_valued(old: str, new: str, shared: set[str]) -> bool:
-    """Both texts are about an attribute a person has many of (allergies, languages, pets, likes)."""
-    return bool(_MULTI_EN & shared) or bool(_MULTI_ZH.search(old) and _MULTI_ZH.search(new))
+def _found(text: str, en: regex.Pattern[str], zh: regex.Pattern[str]) -> frozenset[str]:
+    found = frozenset(m.group(0).lower() for m in en.finditer(text))
+    return found | frozenset(m.group(0) for m in zh.finditer(text)) if _HAN.search(text) else found
+
+
+@lru_cache(maxsize=32768)
+def _read_text(raw: str) -> _Text:
+    return _Text(raw)
 
 
 def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap: float = 0.5,
          events: tuple[str, ...] = ("event",)) -> Reading:
     """Read the pair (old, new) of one kind. `min_overlap`: the topic overlap a replacement without a
-    change cue needs (with one, half of it and three shared tokens; below half, nothing but
-    `coexists`); `events`: kinds whose memories are happenings, replaced only by a reschedule, a
-    cancellation or a correction."""
-    old, new = _PROVENANCE.sub(" ", old), _PROVENANCE.sub(" ", new)
-    jac = jaccard(old, new)
-    ov = topic_overlap(old, new)
-    flip = _negated(old) != _negated(new)
+    change cue needs (with one, half of it and two shared words; below half, nothing but `coexists`);
+    `events`: kinds whose memories are happenings, replaced only by a reschedule, a cancellation or a
+    correction."""
+    o, n = _read_text(old), _read_text(new)
     event = kind in events
-    change = _cue_added(old, new, _EVENT_EN_RE, _EVENT_ZH) if event else _change_added(old, new)
-    change = change or (event and bool(_BU_LE.search(new)) and not _BU_LE.search(old))
-    retract_only = change and not event and _cue_added(old, new, _RETRACT_EN_RE, _RETRACT_ZH) and not _cue_added(
-        _strip_retractions(old), _strip_retractions(new), _CHANGE_EN_RE, _CHANGE_ZH)
-    additive = _cue_added(old, new, _ADDITIVE_EN_RE, _ADDITIVE_ZH) and not change
-    a, b = pair_tokens(_strip_cues(old)), pair_tokens(_strip_cues(new))
+    jac = len(o.search & n.search) / len(o.search | n.search) if o.search and n.search else 0.0
+    ta, tb = set(o.tokens), set(n.tokens)
+    ov = len(ta & tb) / min(len(ta), len(tb)) if ta and tb else 0.0
+    flip = o.negated != n.negated
+    if event:
+        change = bool(n.event - o.event) or (n.bu_le and not o.bu_le)
+    else:
+        change = bool(n.change - o.change) or (n.bu_le and not o.bu_le)
+    retract_only = change and not event and bool(n.retract - o.retract) and not (n.change_beside_retract - o.change_beside_retract)
+    additive = bool(n.additive - o.additive) and not change
+    # the common case of a look-up's candidates: too little in common to read further (with a change cue,
+    # half of min_overlap and two shared words are enough)
+    if ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(set(o.plain) & set(n.plain)) >= 2)):
+        return Reading(COEXISTS, "another topic", round(ov, 4), round(jac, 4), 0, change, additive, flip, False)
+    a, b = o.plain, n.plain
     shared = set(a) & set(b)
     spans = _spans(a, b)
     slots = [(x, y) for x, y, _, _ in spans if x and y]
-    mine, theirs = _others(old, pair_tokens(old)), _others(new, pair_tokens(new))
-    others = mine ^ theirs
+    others = o.others ^ n.others
     # another subject: a person named on one side only; with a change cue, only when each side names its
     # own person or that person opens a text (a change may well mention someone: "my brother")
-    lead = set(pair_tokens(old)[:2] + pair_tokens(new)[:2]) | {w for w in _OTHERS_ZH if old.startswith(w) or new.startswith(w)}
-    other = bool(others) and (not change or bool(mine - theirs and theirs - mine) or bool(others & lead))
+    other = bool(others) and (not change or bool(o.others - n.others and n.others - o.others)
+                              or bool(others & (o.opens_with | n.opens_with)))
     # or another name opens the statement: the first differing span starts the sentence (after at most
     # one shared token: "老张" / "老李") and neither side's words occur anywhere in the other text
     # (a change often rewords the opening, so with a cue this only ranks candidates: see merge.decide)
@@ -332,12 +351,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     def reading(verdict: str, why: str) -> Reading:
         return Reading(verdict, why, round(ov, 4), round(jac, 4), len(slots), change, additive, flip, other, renamed)
 
-    if ov < min_overlap / 2:
-        return reading(COEXISTS, "another topic")
     if jac >= dup_overlap and not flip and not change:
         return reading(RESTATES, "the same statement again")
-    if ov < min_overlap and not (change and _weight(shared) >= 2):
-        return reading(COEXISTS, "another topic")
     if other:
         return reading(COEXISTS, "another subject")
     if additive:
@@ -355,9 +370,9 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
             return reading(REPLACES, "the same statement, with more detail")
     if spans and not flip and all(_is_value(x) or not x for x, _, _, _ in spans) and all(_is_value(y) or not y for _, y, _, _ in spans):
         return reading(UNCERTAIN if event else REPLACES, "a time, date or amount changed")
-    if _many_valued(old, new, shared):
+    if _MULTI_EN & shared or (o.many and n.many):
         return reading(COEXISTS, "another item of a many-valued attribute")
-    if _one_value(old, new):
+    if o.subject and n.subject and o.subject[:2] == n.subject[:2] and o.subject[2] != n.subject[2]:
         return reading(UNCERTAIN if event else REPLACES, "one attribute of one subject took a new value")
     if event:
         return reading(COEXISTS, "another happening")
@@ -369,7 +384,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
 
 
 def _strip_retractions(text: str) -> str:
-    text = _RETRACT_EN_RE.sub(" ", text)
-    for w in _RETRACT_ZH:
-        text = text.replace(w, " ")
-    return text
+    return _RETRACT_ZH_RE.sub(" ", _RETRACT_EN_RE.sub(" ", text))
+
+
+_CHANGE_ZH_RE, _EVENT_ZH_RE, _ADDITIVE_ZH_RE, _RETRACT_ZH_RE = (_zh(w) for w in (_CHANGE_ZH, _EVENT_ZH, _ADDITIVE_ZH, _RETRACT_ZH))
+_ANY_ZH_RE = _zh(_CHANGE_ZH + _EVENT_ZH + _ADDITIVE_ZH)

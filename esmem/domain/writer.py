@@ -2,25 +2,27 @@
 
 The protocol of one batch (README "Guarantees") makes writes idempotent and safe to retry: ids are
 deterministic, documents are created if absent, and every change to an existing memory is a stored
-update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that memory.
+update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that memory. Speed devices
+with a module of their own: the collector pause (esmem/domain/collector.py) and skipped look-ups in
+new groups (esmem/domain/novelty.py).
 """
 from __future__ import annotations
 
-import gc
 import json
-import threading
 from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
 from esmem.domain.pinned import derive_applies_to
+from esmem.domain.collector import paused_collector
 from esmem.domain.merge import Candidate, Decision, Mergeable, MergePolicy, could_merge, decide
+from esmem.domain.novelty import Novelty
 from esmem.domain.merge_judge import MergeJudge, verdicts
 from esmem.domain.types import Memory, MemoryInput, WriteResult
 from esmem.domain.validate import Limits, document
@@ -29,96 +31,6 @@ from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.values import iso
 
 MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
-
-
-_collector_lock = threading.Lock()
-_collector_holders = 0
-_collector_was_enabled = False
-
-
-@contextmanager
-def paused_collector() -> Iterator[None]:
-    """Python's cyclic garbage collector paused for a long write (#18). The write allocates a few
-    dicts per memory, none of them cyclic, and every ~700 allocations the collector rescanned the young
-    ones: a sixth of a 100k-memory plain import's time went there. Concurrent writes share the pause
-    (the first in stops the collector, the last out restarts it); a collector the caller had already
-    stopped stays stopped."""
-    global _collector_holders, _collector_was_enabled
-    with _collector_lock:
-        if _collector_holders == 0:
-            _collector_was_enabled = gc.isenabled()
-            gc.disable()
-        _collector_holders += 1
-    try:
-        yield
-    finally:
-        with _collector_lock:
-            _collector_holders -= 1
-            if _collector_holders == 0 and _collector_was_enabled:
-                gc.enable()
-
-
-class Novelty:
-    """What a long write knows of the (namespace, kind) groups that held no active memory when it began
-    (#18: an import into a new namespace). In such a group every memory a merge look-up could find is
-    one the write added and has not retired, or one another writer wrote since, which the write reads
-    with each batch's look-ups; a memory that none of them `could_merge` with is decided "add" without a
-    look-up (its result then lists no candidate scores). `cover`: every write numbered up to it is known
-    here, so the settle step of a batch that skipped look-ups looks at what was written after `cover`."""
-
-    def __init__(self, policy: MergePolicy, groups: set[tuple[str, str]], page: int):
-        self.policy, self.groups, self.page = policy, groups, page
-        self.empty: set[tuple[str, str]] | None = None  # known from the first batch's read on
-        self.cover: int | None = None
-        self.fresh: list[str] = []  # written by this write since the last read: that read need not return them
-        self._known: dict[tuple[str, str], Mergeable] = {}
-
-    def skips(self, doc: Mapping[str, Any]) -> bool:
-        key = (doc["namespace"], doc["kind"])
-        if self.empty is None or self.cover is None or key not in self.empty:
-            return False
-        return key not in self._known or not self._known[key].any(doc["content"])
-
-    def learn(self, doc_id: str, doc: Mapping[str, Any], written: bool = False) -> None:
-        """An active memory of the group: added by this write (`written`: just now, so the next read of
-        what was written since need not return it) or read from what others wrote."""
-        key = (doc["namespace"], doc["kind"])
-        if key not in self._known:
-            self._known[key] = Mergeable(doc["kind"], self.policy)
-        self._known[key].add(doc["content"], doc_id)
-        if written:
-            self.fresh.append(doc_id)
-
-    def forget(self, doc: Mapping[str, Any], retired: Sequence[str]) -> None:
-        """Memories this write retired in `doc`'s group: no look-up can find them any more. (Forgetting
-        less only costs look-ups; a retired memory made active again is read as written since.)"""
-        known = self._known.get((doc["namespace"], doc["kind"]))
-        if known:
-            for doc_id in retired:
-                known.discard(doc_id)
-
-    def search(self) -> Search:
-        """The read a batch adds to its look-ups: the groups holding active memories (first batch), then
-        what others wrote in the empty groups' namespaces after `cover`."""
-        if self.empty is None:
-            return Search("groups", {"namespaces": sorted({ns for ns, _ in self.groups})})
-        return Search("written_since", {"namespaces": sorted({ns for ns, _ in self.empty}),
-                                        "after_seq_no": self.cover, "size": self.page, "exclude": self.fresh})
-
-    def read(self, resp: Mapping[str, Any]) -> bool:
-        """Take in the answer to `search()`; False: it was cut short (a full page, a truncated
-        aggregation) or left nothing to skip, so nothing may be skipped from now on."""
-        self.fresh = []
-        if self.empty is None:
-            ns = resp["aggregations"]["ns"]
-            if ns["sum_other_doc_count"] or any(b["kind"]["sum_other_doc_count"] for b in ns["buckets"]):
-                return False
-            self.empty = self.groups - {(b["key"], k["key"]) for b in ns["buckets"] for k in b["kind"]["buckets"]}
-            return bool(self.empty)
-        hits = resp["hits"]["hits"]
-        for h in hits:
-            self.learn(h["_id"], h["_source"])
-        return len(hits) < self.page
 
 
 def candidates(resp: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
