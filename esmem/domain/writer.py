@@ -8,7 +8,6 @@ new groups (esmem/domain/novelty.py).
 """
 from __future__ import annotations
 
-import json
 from collections import defaultdict, deque
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
@@ -280,11 +279,11 @@ class Writer:
         head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
         # One round trip for what the batch needs to know (#18): writes absorbed as duplicates, retires
         # an interrupted run left behind, and the merge candidates of every memory up to the first replay.
-        searches = [self._restated_search(fresh)] if fresh else []
+        searches = [self._restated_search(fresh, {d["namespace"] for i, d in pairs if i in fresh})] if fresh else []
         legs: list[list[Search]] = []
         novelty, skipped = self._novelty, False
         if head:
-            searches.append(self._superseded_by_search([i for i, _ in head]))
+            searches.append(self._superseded_by_search([i for i, _ in head], {d["namespace"] for _, d in head}))
             if self.merge.enabled:
                 legs = [[] if novelty and novelty.skips(d) else self._lookups(d) for _, d in head]
                 skipped = any(not group for group in legs)
@@ -377,8 +376,8 @@ class Writer:
         return self.catalog.mget([(i, d["namespace"]) for i, d in pairs])
 
     @staticmethod
-    def _restated_search(ids: Sequence[str]) -> Search:
-        return Search("restated", {"size": len(ids), "ids_json": json.dumps(list(ids))})
+    def _restated_search(ids: Sequence[str], namespaces: set[str]) -> Search:
+        return Search("restated", {"size": len(ids), "ids": list(ids), "namespaces": sorted(namespaces)})
 
     @staticmethod
     def _restated_in(resp: Mapping[str, Any], ids: Sequence[str]) -> dict[str, str]:
@@ -549,19 +548,19 @@ class Writer:
         raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
 
     @staticmethod
-    def _superseded_by_search(ids: Sequence[str]) -> Search:
-        return Search("superseded_by", {"ids_json": json.dumps(list(ids))})
+    def _superseded_by_search(ids: Sequence[str], namespaces: set[str]) -> Search:
+        return Search("superseded_by", {"ids": list(ids), "namespaces": sorted(namespaces)})
 
     @staticmethod
     def _superseded_in(resp: Mapping[str, Any]) -> list[tuple[str, str]]:
         """(winner, loser) for every memory retired in favour of one of the searched ids."""
         return [(h["_source"]["superseded_by"], h["_id"]) for h in resp["hits"]["hits"]]
 
-    def _superseded_by(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+    def _superseded_by(self, ids: Sequence[str], namespaces: set[str]) -> list[tuple[str, str]]:
         if not ids:
             return []
         self.catalog.refresh()
-        return self._superseded_in(self.catalog.search(self._superseded_by_search(ids)))
+        return self._superseded_in(self.catalog.search(self._superseded_by_search(ids, namespaces)))
 
     def _repair(self, done: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
         """Make the links of memories written before symmetric again (a cut between a retire and
@@ -573,7 +572,7 @@ class Writer:
         for doc_id, src in done:
             if src.get("superseded_by"):
                 need.add((src["namespace"], src["superseded_by"], doc_id))
-        for winner, loser in self._superseded_by(list(src_of)):
+        for winner, loser in self._superseded_by(list(src_of), {src["namespace"] for src in src_of.values()}):
             need.add((src_of[winner]["namespace"], winner, loser))
         missing = []
         if need:
