@@ -33,10 +33,19 @@ def test_a_change_cue_on_the_same_topic_supersedes_whatever_the_bm25() -> None:
         assert d.scores["old"]["verdict"] == "replaces" and d.scores["old"]["why"] == "a change cue"
 
 
-def test_an_update_replaces_only_the_closest_of_its_candidates() -> None:
+def test_an_update_replaces_its_own_topic_and_every_active_version_of_it() -> None:
     other = "接口返回 HTTP 500 时固定等 1 秒再重试"
     d = decide(NEW, "rule", [cand("far", other), cand("old", OLD)], MergePolicy(), LATER)
     assert d.action == "supersede" and [t.id for t in d.targets] == ["old"]
+    # two writers left two versions active for a moment: the newer statement retires both
+    twin = OLD.replace("1 秒", "2 秒")
+    both = decide(NEW, "rule", [cand("old", OLD), cand("twin", twin)], MergePolicy(), LATER)
+    assert both.action == "supersede" and sorted(t.id for t in both.targets) == ["old", "twin"]
+    # a change told of one person replaces that person's fact, not another's of the same shape
+    lea, dara = "Lea dislikes rye bread.", "Dara dislikes sourdough bread."
+    mine = decide("Dara now dislikes rye bread instead.", "fact", [cand("lea", lea, kind="fact"),
+                                                                   cand("dara", dara, kind="fact")], MergePolicy(), LATER)
+    assert [t.id for t in mine.targets] == ["dara"]
 
 
 def test_a_late_older_statement_that_the_active_one_replaces_is_outdated() -> None:

@@ -173,14 +173,24 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
         return Decision("duplicate", (max(dups, key=lambda c: (scores[c.id]["jaccard"], c.bm25)),), scores)
     hits = [c for c in same_kind if verdict[c.id] == pairs.REPLACES]
     if hits:
-        best = max(hits, key=by)  # an update replaces one memory: the closest
+        best = max(hits, key=by)
         if readings[best.id][1]:
             return Decision("outdated", (best,), scores)
-        return Decision("supersede", (best,), scores)
+        # and every other version of that same statement (concurrent writers can leave several active for
+        # a moment): a candidate the closest one restates or replaces
+        return Decision("supersede", (best, *(c for c in hits if c is not best and not readings[c.id][1]
+                                               and _versions(best, c, kind, policy))), scores)
     unsure = [c for c in same_kind if verdict[c.id] == pairs.UNCERTAIN]
     if unsure:
         return Decision("uncertain", (max(unsure, key=by),), scores)
     return Decision("add", (), scores)
+
+
+def _versions(a: Candidate, b: Candidate, kind: str, policy: MergePolicy) -> bool:
+    """Two stored memories are versions of one statement: the newer restates or replaces the older."""
+    old, new = sorted((a, b), key=lambda c: str(c.source.get("valid_from", "")))
+    return pairs.read(str(old.source["content"]), str(new.source["content"]), kind, dup_overlap=policy.dup_overlap,
+                      min_overlap=policy.min_overlap, events=policy.events).verdict in (pairs.RESTATES, pairs.REPLACES)
 
 
 def judgeable(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,
