@@ -335,7 +335,7 @@ class Paths:
 
     def bm25(self, q: Probe) -> Timings:
         # as many documents as (b) and (c) fetch (the candidate window): the ratio compares ranking, not
-        # result size (before #18 the floor fetched k, so (b)'s ratio also paid for 15 more documents)
+        # result size (the floor once fetched k, so (b)'s ratio also paid for 15 more documents)
         resp = self.catalog.search(Search("bm25", {"namespace": q.namespace, "query": q.text,
                                                    "size": max(self.k, self.params.window)}, routing=q.namespace))
         return {"took": float(resp["took"])}
@@ -435,7 +435,7 @@ def ingest(engine: Engine, prefix: str, items: Sequence[MemoryInput], merge: Mer
 
 def median_pass(passes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The pass of median throughput (the lower middle of an even count), with every pass's memories/s
-    in `passes_per_second` (#18: one merge-ingest pass varied by 20% on this machine)."""
+    in `passes_per_second` (one merge-ingest pass varied by 20% on this machine)."""
     ranked = sorted(passes, key=lambda p: p["per_second"])
     return {**ranked[(len(ranked) - 1) // 2], "passes_per_second": [p["per_second"] for p in passes]}
 

@@ -114,7 +114,7 @@ def _analyse(text: str) -> tuple[list[str], list[str]]:
     return [_stem(t) for t in index], [_stem(t) for t in search]
 
 
-@lru_cache(maxsize=16384)  # MMR and update resolution see the same memories recall after recall (#18)
+@lru_cache(maxsize=16384)  # MMR and update resolution see the same memories recall after recall
 def token_sets(text: str) -> tuple[frozenset[str], frozenset[str]]:
     """The distinct (index, search) tokens of a text, computed once per text and process."""
     index, search = _analyse(text)

@@ -21,7 +21,7 @@ def similarity_set(text: str, similarity: str = "words") -> frozenset[str]:
     two Chinese notes on different topics share many single characters (的, 了, 是...) but few
     bigrams. "tokens": the index tokens, CJK unigrams included (the measure before issue 15). "cosine"
     compares stored vectors; a candidate without one falls back to words."""
-    return token_sets(text)[0 if similarity == "tokens" else 1]  # cached: once per memory and process (#18)
+    return token_sets(text)[0 if similarity == "tokens" else 1]  # cached: once per memory and process
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:

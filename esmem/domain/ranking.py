@@ -72,7 +72,7 @@ class RecallParams:
     neighbour_next: float = 0.8    # ... and its next turn (the reply)
     min_importance: float = 1.0
     window: int = 20
-    rescore_window: int = 100      # fuse the relevance top-N only, so the engine can prune (#18); 0: every match
+    rescore_window: int = 100      # fuse the relevance top-N only, so the engine can prune; 0: every match
     mmr: bool = True
     mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (README "Beyond plain BM25")
     mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/mmr.py); cosine: stored vectors

@@ -162,7 +162,7 @@ class Recaller:
         penalties = [0.0] * len(hits)
         if p.mmr and len(hits) > 1:
             srcs = [h["_source"] for h in hits]
-            if p.mmr_similarity == "cosine" and all(s.get("embedding") for s in srcs):  # else Jaccard (#16)
+            if p.mmr_similarity == "cosine" and all(s.get("embedding") for s in srcs):  # else Jaccard
                 sim = lambda i, j: cosine(srcs[i]["embedding"], srcs[j]["embedding"])  # noqa: E731
             else:
                 sets = [similarity_set(s["content"], p.mmr_similarity) for s in srcs]

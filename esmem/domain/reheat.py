@@ -1,4 +1,4 @@
-"""Reheat write-back behind the answer (#18): a recall queues the accesses of what it returned, one
+"""Reheat write-back behind the answer: a recall queues the accesses of what it returned, one
 background thread writes them with the stored `reheat` script, so no recall waits for a write.
 
 Durable: every queued access is written by one `_bulk` of stored update scripts (retried on version

@@ -132,7 +132,7 @@ class Writer:
         Merge decisions follow input order: a memory's look-up sees every earlier memory it could
         merge with. One that could merge with an earlier memory of its batch (or repeats its id)
         waits for the next batch, with every later one that could merge with it; the others stay
-        (#18: cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
+        (cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
         with paused_collector() if len(items) > batch_size else nullcontext():
@@ -157,7 +157,7 @@ class Writer:
         todo = list(range(len(pairs)))
         durable = 0  # every memory before this position is written
         # A batch's last step (refresh, settle) runs in a thread while the next batch is planned: that
-        # step is the engine's, planning (tokens, the merge measure) the client's (#18). The next batch
+        # step is the engine's, planning (tokens, the merge measure) the client's. The next batch
         # sends nothing before the step is over, so the engine sees the requests in the same order.
         with ThreadPoolExecutor(max_workers=1) as pool:
             finishing: Future[None] | None = None
@@ -200,7 +200,7 @@ class Writer:
     def _write_plain_all(self, pairs: list[tuple[str, dict[str, Any]]], batch_size: int,
                          progress: Callable[[int], None] | None) -> list[WriteResult]:
         """Without merge, batches are independent: two `_bulk` calls in flight, so the engine indexes one
-        while the client encodes the next (#18). A batch that repeats an earlier id (its replay) waits
+        while the client encodes the next. A batch that repeats an earlier id (its replay) waits
         for every batch before it; `progress` counts batches in input order; one refresh at the end."""
         results: list[WriteResult] = []
         pending: deque[tuple[int, Future[list[WriteResult]]]] = deque()
@@ -277,7 +277,7 @@ class Writer:
         found = self._existing(pairs)
         fresh = [i for i, _ in pairs if i not in found]
         head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
-        # One round trip for what the batch needs to know (#18): writes absorbed as duplicates, retires
+        # One round trip for what the batch needs to know: writes absorbed as duplicates, retires
         # an interrupted run left behind, and the merge candidates of every memory up to the first replay.
         searches = [self._restated_search(fresh, {d["namespace"] for i, d in pairs if i in fresh})] if fresh else []
         legs: list[list[Search]] = []
@@ -291,8 +291,8 @@ class Writer:
                 if novelty:
                     searches.append(novelty.search())
         # Every write numbered up to `seen` is in the look-ups below (read before the refresh): the settle
-        # step then needs to look only at what was written after it (#18; None: look at everything).
-        # After a quiet settle step nothing was written since the last refresh: neither is needed (#18).
+        # step then needs to look only at what was written after it (None: look at everything).
+        # After a quiet settle step nothing was written since the last refresh: neither is needed.
         clean, self._clean = self._clean, None
         if clean is None and self.merge.enabled and head:
             point = self.catalog.checkpoint()
@@ -492,7 +492,7 @@ class Writer:
         written = [(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"]
 
         def finish() -> None:
-            if docs or ops or restates:  # one refresh: the next look-up sees this batch (#18: one segment, not two)
+            if docs or ops or restates:  # one refresh: the next look-up sees this batch (one segment, not two)
                 self.catalog.refresh()
             if self.merge.enabled:
                 self._settle(written, seen)
@@ -607,7 +607,7 @@ class Writer:
 
     def _may_have_twins(self, written: list[tuple[str, dict[str, Any]]],
                         seen: int | None) -> list[tuple[str, dict[str, Any]]]:
-        """The written memories whose settle look-up could find a twin (#18). Without a judge a twin is a
+        """The written memories whose settle look-up could find a twin. Without a judge a twin is a
         same-kind memory written since `seen` that `merge.could_merge` accepts, so one read of those rules
         out the rest and their look-ups are skipped, with the same outcome. A full page: look everything up."""
         if self.judge is not None or seen is None or not written:
@@ -637,7 +637,7 @@ class Writer:
 
     def _quiet(self, since: int) -> bool:
         """After this write's refresh: was every write numbered after `since` one of this write's own?
-        Then no other writer added a twin, and the settle read is skipped (#18: one search per batch).
+        Then no other writer added a twin, and the settle read is skipped (one search per batch).
         The answer also tells the next batch that everything written so far is searchable (`_clean`),
         so its look-ups need no checkpoint read or refresh of their own. `since` never decreases
         over a write, so older numbers are dropped."""

@@ -279,7 +279,7 @@ def _alive(pid: int) -> bool:
 def java_opts() -> list[str]:
     """JVM options: G1 (unless ESMEM_ENGINE_JAVA_OPTS picks another collector: two would stop the JVM),
     then the extra ones from ESMEM_ENGINE_JAVA_OPTS (shell-quoted). CI starts its short-lived engines
-    with `-XX:TieredStopAtLevel=1`: they compile less than they would ever gain (#10)."""
+    with `-XX:TieredStopAtLevel=1`: they compile less than they would ever gain."""
     try:
         extra = shlex.split(os.environ.get("ESMEM_ENGINE_JAVA_OPTS", ""))
     except ValueError as e:

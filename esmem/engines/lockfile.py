@@ -117,7 +117,7 @@ def fetch(project: Path, engine: str, cache: Path) -> list[Path]:
                       transient=True) as progress:
             task = progress.add_task(f"{engine}: {len(missing)} jars from {base}", total=None)
             # one TLS context for all downloads: loading the system's CA certificates took 40 ms of
-            # CPU per jar, 3 s of a first start's 4 s (#10); proxies from the environment still apply
+            # CPU per jar, 3 s of a first start's 4 s; proxies from the environment still apply
             opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl.create_default_context()))
             for jar, path in missing:
                 _download(opener, f"{base}/{jar.path}", path, jar.sha256, lambda n: progress.advance(task, n))

@@ -263,7 +263,7 @@ class ConnectionConfig:
 
 def _orjson_serializer() -> Any:
     """opensearch-py's JSON serializer with orjson: a recall's `_msearch` response (~40 KB) decodes
-    in 0.09 ms instead of 0.21 (#18). Same contract: strings and bytes pass through, errors are
+    in 0.09 ms instead of 0.21. Same contract: strings and bytes pass through, errors are
     the client's SerializationError."""
     import orjson
     from opensearchpy.exceptions import SerializationError

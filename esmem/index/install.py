@@ -367,7 +367,7 @@ def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
 
 
 def _fused(out: dict[str, Any]) -> dict[str, Any]:
-    rescore = out.get("rescore")  # the fusion as a rescore of the relevance top-N (#18), or of every match
+    rescore = out.get("rescore")  # the fusion as a rescore of the relevance top-N, or of every match
     return rescore["query"]["rescore_query"]["function_score"] if rescore else out["query"]["function_score"]
 
 
