@@ -328,6 +328,19 @@ def test_a_writer_whose_create_finds_its_id_stored_links_what_it_retired(engine,
     assert [m.id for m in store.history(ns, stored.id)] == [old.id, stored.id]
 
 
+def _before_look_up(store: MemoryStore, monkeypatch, write) -> None:
+    """Run `write()` once, on the real engine, just before `store`'s first look-up reaches it (the look-up
+    itself is sent unchanged): another writer got there between the id check and the look-up."""
+    look_up, done = store.catalog.msearch, []
+
+    def then_look_up(searches, what="search"):
+        if not done:
+            done.append(write())
+        return look_up(searches, what)
+
+    monkeypatch.setattr(store.catalog, "msearch", then_look_up)
+
+
 def test_a_writer_whose_look_up_finds_its_own_id_does_not_retire_it(engine, background, monkeypatch) -> None:
     """`second` checks that its id is not stored; `first` then writes the same memory (retiring the older
     version for it) before `second` looks the topic up. The look-up finds the memory itself: it is not
@@ -337,15 +350,8 @@ def test_a_writer_whose_look_up_finds_its_own_id_does_not_retire_it(engine, back
     update, older = LINES[1]["content"], LINES[0]["content"]
     old = MemoryStore(engine, background).remember(older, ns, valid_from="2026-01-01T09:00:00Z")
     first, second = MemoryStore(engine, background), MemoryStore(engine, background)
-    look_up = second.catalog.msearch
     answers = {}
-
-    def first_writes_before(searches, what="search"):
-        if "first" not in answers:
-            answers["first"] = first.remember(update, ns, valid_from=when)
-        return look_up(searches, what)
-
-    monkeypatch.setattr(second.catalog, "msearch", first_writes_before)
+    _before_look_up(second, monkeypatch, lambda: answers.setdefault("first", first.remember(update, ns, valid_from=when)))
     answers["second"] = second.remember(update, ns, valid_from=when)
     assert answers["first"].superseded == (old.id,)
     store = MemoryStore(engine, background)
@@ -362,17 +368,14 @@ def test_a_writer_whose_look_up_finds_its_own_id_answers_the_stored_memory(engin
     ns, when = "own-id-dup", "2026-03-01T09:00:00Z"
     memory, restated = LINES[2]["content"], LINES[3]["content"]
     first, second = MemoryStore(engine, background), MemoryStore(engine, background)
-    look_up = second.catalog.msearch
     answers = {}
 
-    def first_writes_before(searches, what="search"):
-        if "first" not in answers:
-            answers["first"] = first.remember(memory, ns, valid_from=when)
-            answers["plain"] = MemoryStore(engine, background, merge=MergePolicy(enabled=False)).remember(
-                restated, ns, valid_from="2026-02-01T09:00:00Z")
-        return look_up(searches, what)
+    def first_writes() -> None:
+        answers["first"] = first.remember(memory, ns, valid_from=when)
+        answers["plain"] = MemoryStore(engine, background, merge=MergePolicy(enabled=False)).remember(
+            restated, ns, valid_from="2026-02-01T09:00:00Z")
 
-    monkeypatch.setattr(second.catalog, "msearch", first_writes_before)
+    _before_look_up(second, monkeypatch, first_writes)
     answers["second"] = second.remember(memory, ns, valid_from=when)
     assert answers["second"].action == "added" and answers["second"].id == answers["first"].id
     assert answers["second"].replayed
