@@ -70,6 +70,46 @@ def test_one_value_of_an_attribute_is_replaced_without_a_cue() -> None:
     assert allergy.action == "add"
 
 
+def test_a_person_named_in_the_value_of_one_attribute_is_the_value_not_another_subject() -> None:
+    r = read("My emergency contact is my sister Ana.", "My emergency contact is my brother Luis.", "fact")
+    assert r.verdict == "replaces" and not r.other_subject
+    other = read("My sister's favourite colour is blue.", "My brother's favourite colour is green.", "fact")
+    assert other.verdict == "coexists" and other.other_subject
+
+
+def test_a_number_that_names_the_thing_or_two_numbers_apart_are_not_one_value_changing() -> None:
+    assert read("Room 4 has a projector.", "Room 7 has a projector.", "fact").verdict == "uncertain"
+    assert read("一楼的租客没养宠物。", "三楼的租客没养宠物。", "fact").verdict == "uncertain"
+    assert read("Sample S-14 is stored in freezer 2.", "Sample S-19 is stored in freezer 4.", "fact").verdict == "uncertain"
+    assert read("The database backup job runs at 2am on Sunday.", "The database backup job runs at 3am on Monday.",
+                "rule").verdict == "replaces"
+
+
+@pytest.mark.parametrize("old, new, kind", [
+    ("病人每天打胰岛素10个单位。", "病人的胰岛素自今天起加到12个单位。", "fact"),  # 自……起 "from ... on", 加到 "raised to"
+    ("客户开通了自动续费。", "客户把自动续费关掉了。", "fact"),
+    ("The customer is subscribed to the newsletter.", "The customer opted out of the newsletter.", "fact"),
+    ("周日下午在中庭办跳蚤市场。", "周日的跳蚤市场停办。", "event"),
+    ("Grandpa plans to fly to Manila in December.", "Grandpa's December trip to Manila is off.", "event"),
+    ("Mom's birthday dinner is on the 21st.", "Oops, Mom's birthday dinner is the 23rd, I mixed up the date.", "event"),
+    ("周日约了老同学吃火锅。", "周日的火锅黄了，他临时要加班。", "event"),
+])
+def test_change_words_of_both_languages_replace(old: str, new: str, kind: str) -> None:
+    assert read(old, new, kind).verdict == "replaces"
+
+
+def test_a_correction_is_about_the_same_thing_even_when_only_the_old_text_names_the_person() -> None:
+    assert read("女儿的家长会是周四下午。", "记错了，家长会是周五下午，不是周四。", "event").verdict == "replaces"
+    # without a correction, a person opening one side only is another subject
+    assert read("女儿的家长会是周四下午。", "家长会改到周五下午了。", "event").verdict == "coexists"
+
+
+def test_a_cancellation_word_inside_a_longer_phrase_is_not_a_cancellation() -> None:
+    # 停了半天水: the water was off for half a day, another happening on the same Saturday
+    assert read("上周六小区做了消防演练。", "上周六小区停了半天水。", "event").verdict == "coexists"
+    assert read("周六的读书会。", "周六的读书会停了。", "event").verdict == "replaces"
+
+
 def test_a_judge_settles_only_the_uncertain_pairs() -> None:
     old, new = OLD_PLAN, NEW_PLAN
     policy = MergePolicy()

@@ -56,7 +56,9 @@ _CHANGE_EN = (
     r"corrected", r"correction", r"actually", r"turns out", r"wrong", r"mistaken", r"by mistake", r"my mistake", r"new (?:one|address|number|phone|email|role|job|manager|owner|lead|deadline|date|time|plan|rule|policy)",
     r"upgraded", r"downgraded", r"migrated", r"took over", r"handed (?:over|off)", r"again", r"became",
     r"is back", r"back to", r"revert(?:ed)? to", r"increased", r"decreased", r"raised", r"lowered",
-    r"extended", r"shortened", r"reduced", r"was changed", r"will now",
+    r"extended", r"shortened", r"reduced", r"was changed", r"will now", r"unsubscribed", r"opted out",
+    r"turned off", r"switched off", r"scratch that", r"update:", r"mixed up", r"misspoke", r"oops", r"typo",
+    r"my bad",
 )
 _CHANGE_ZH = (
     "改成", "改为", "改到", "改在", "改用", "改名", "改签", "改期", "改了", "更改", "变成", "变为", "换成", "换到",
@@ -64,21 +66,30 @@ _CHANGE_ZH = (
     "取消", "推迟", "延期", "延后", "挪到", "搬到", "搬去", "搬家", "调到", "调整", "升级到", "升级为",
     "降级", "交给", "移交", "接手", "接任", "接替", "离开", "退出", "戒了", "不用了", "不要了", "停了", "更新为", "更正", "纠正", "其实", "改回", "恢复", "又改", "延长", "缩短", "提高到", "降到", "涨到",
     "改由", "调成", "调为", "调整为", "记错", "写错", "说错", "搞错", "弄错", "给错", "填错", "打错", "提前到",
+    "加到", "减到", "增加到", "减少到", "降为", "迁到", "迁移到", "转到", "关掉", "关闭了", "停用", "作废", "停办", "即日起",
+    "退掉", "退订", "拖到", "改主意",
 )
+# Cues that say the old text was a mistake: the new one is about the same thing even where a person
+# named on one side only would otherwise mean another subject ("记错了，家长会是周五" after "女儿的家长会是周四").
+_CORRECTIONS = frozenset(("wrong", "mistaken", "by mistake", "my mistake", "corrected", "correction", "mixed up",
+                          "misspoke", "oops", "typo", "my bad", "记错", "写错", "说错", "搞错", "弄错", "给错", "填错",
+                          "打错", "更正", "纠正"))
 # Events: only a reschedule or a cancellation replaces an earlier event of the same occasion.
 _EVENT_EN = (
     r"moved", r"moves to", r"rescheduled", r"postponed", r"pushed (?:back|out|to)", r"brought forward",
     r"moved up", r"delayed", r"slipped", r"cancell?ed", r"called off", r"scrapped", r"rebooked",
     r"changed to", r"now (?:at|on|in)", r"instead", r"no longer", r"not happening", r"stopped", r"after all",
-    r"wrong", r"actually", r"corrected", r"correction", r"mistaken",
+    r"wrong", r"actually", r"corrected", r"correction", r"mistaken", r"(?:is|are) off", r"scratch that",
+    r"bumped", r"mixed up", r"misspoke", r"oops", r"typo", r"my bad", r"fell through",
 )
 _EVENT_ZH = ("改到", "改在", "改期", "改签", "推迟", "延期", "延后", "提前到", "挪到", "取消", "调到",
-             "不开了", "不去了", "换到", "记错", "写错", "说错", "搞错", "弄错", "其实", "更正", "停了")
+             "不开了", "不去了", "不办了", "换到", "记错", "写错", "说错", "搞错", "弄错", "其实", "更正", "停了", "作废",
+             "停办", "黄了", "拖到", "退订")
 # Change cues that retract a statement rather than give it a new value: with one of them alone, the
 # new text must be about the same thing (no differing slot), or it retracts something else.
 _RETRACT_EN = (r"no longer", r"not \w+ any ?more", r"any ?more", r"stopped", r"quit", r"gave up",
-                              r"no more")
-_RETRACT_ZH = ("不再", "戒了", "不用了", "不要了", "停了")
+               r"no more", r"unsubscribed", r"opted out", r"turned off", r"switched off")
+_RETRACT_ZH = ("不再", "戒了", "不用了", "不要了", "停了", "关掉", "关闭了", "停用")
 _ADDITIVE_EN = (r"also", r"as well", r"too", r"another", r"in addition", r"additionally", r"besides",
                 r"on top of", r"one of")
 _ADDITIVE_ZH = ("也", "还", "又", "另外", "另一", "此外", "同时", "以及", "第二")
@@ -136,7 +147,7 @@ def _phrases(words: tuple[str, ...]) -> regex.Pattern[str]:
 _CHANGE_EN_RE, _EVENT_EN_RE, _ADDITIVE_EN_RE = _phrases(_CHANGE_EN), _phrases(_EVENT_EN), _phrases(_ADDITIVE_EN)
 _RETRACT_EN_RE = _phrases(_RETRACT_EN)
 _NEGATION_EN_RE = regex.compile(r"(?<![\p{L}])(?:" + _NEGATION_EN + r")(?![\p{L}])|n't", regex.IGNORECASE)
-_BU_LE = regex.compile(r"不[\p{Han}]{1,4}了|从[^，。,.；;]{1,8}起")  # 不……了 "no longer ...", 从……起 "from ... on"
+_BU_LE = regex.compile(r"不[\p{Han}]{1,4}了|[从自][^，。,.；;]{1,8}起")  # 不……了 "no longer ...", 从/自……起 "from ... on"
 # Where a memory says where it came from: brackets, and clauses such as "according to the onboarding
 # call". Shared provenance says nothing about whether two statements are one.
 _PROVENANCE = regex.compile(
@@ -185,6 +196,9 @@ def _weight(shared: set[str]) -> float:
 # Chinese cues that are also the tail of a longer word of another meaning: 提交给 (submit to) is not
 # 交给 (hand over to); 下班以后 (after work) is not 以后 (from now on).
 _ZH_NOT_AFTER = {"交给": "提递", "以后": "班课饭后前之天年月日点时"}
+# ... and cues that are a cancellation only at the end of a clause: 停了 ("called off") vs 停了半天水
+# (the water was off for half a day).
+_ZH_NOT_BEFORE = {"停了": r"\p{Han}"}
 
 
 _HAN = regex.compile(r"\p{Han}")
@@ -192,8 +206,11 @@ _HAN = regex.compile(r"\p{Han}")
 
 def _zh(words: tuple[str, ...]) -> regex.Pattern[str]:
     """One pattern for a list of Chinese cues, longest first, each guarded against its longer words."""
-    return regex.compile("|".join(f"(?<![{_ZH_NOT_AFTER[w]}]){regex.escape(w)}" if w in _ZH_NOT_AFTER
-                                  else regex.escape(w) for w in sorted(set(words), key=len, reverse=True)))
+    def guarded(w: str) -> str:
+        before = f"(?<![{_ZH_NOT_AFTER[w]}])" if w in _ZH_NOT_AFTER else ""
+        after = f"(?!{_ZH_NOT_BEFORE[w]})" if w in _ZH_NOT_BEFORE else ""
+        return before + regex.escape(w) + after
+    return regex.compile("|".join(guarded(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
 def _negated(text: str) -> bool:
@@ -334,11 +351,15 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     shared = set(a) & set(b)
     spans = _spans(a, b)
     slots = [(x, y) for x, y, _, _ in spans if x and y]
-    others = o.others ^ n.others
+    # one attribute of one subject on both sides ("my emergency contact is ..."): a person named in the
+    # value is the value, not another subject
+    same_attribute = bool(o.subject and n.subject and o.subject[:2] == n.subject[:2])
+    others = frozenset() if same_attribute else o.others ^ n.others
     # another subject: a person named on one side only; with a change cue, only when each side names its
     # own person or that person opens a text (a change may well mention someone: "my brother")
+    corrects = bool((n.change | n.event) & _CORRECTIONS)
     other = bool(others) and (not change or bool(o.others - n.others and n.others - o.others)
-                              or bool(others & (o.opens_with | n.opens_with)))
+                              or (not corrects and bool(others & (o.opens_with | n.opens_with))))
     # or another name opens the statement: the first differing span starts the sentence (after at most
     # one shared token: "老张" / "老李") and neither side's words occur anywhere in the other text
     # (a change often rewords the opening, so with a cue this only ranks candidates: see merge.decide)
@@ -369,6 +390,10 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
         if all(not x for x, _, _, _ in spans):
             return reading(REPLACES, "the same statement, with more detail")
     if spans and not flip and all(_is_value(x) or not x for x, _, _, _ in spans) and all(_is_value(y) or not y for _, y, _, _ in spans):
+        # a number that opens a statement says which one it is about ("room 4 has", "一楼的租客"), and two
+        # numbers apart are two attributes ("sample S-14 ... freezer 2"): neither is one value changing
+        if _names_the_thing(a, spans[0]) or _apart(a, spans):
+            return reading(UNCERTAIN, "values differ in several places, or in what the statement is about")
         return reading(UNCERTAIN if event else REPLACES, "a time, date or amount changed")
     if _MULTI_EN & shared or (o.many and n.many):
         return reading(COEXISTS, "another item of a many-valued attribute")
@@ -381,6 +406,21 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     if len(slots) >= 2:
         return reading(COEXISTS, f"{len(slots)} slots differ")
     return reading(UNCERTAIN, "same topic, one slot differs, no cue")
+
+
+def _names_the_thing(a: tuple[str, ...], span: tuple[tuple[str, ...], tuple[str, ...], int, int]) -> bool:
+    """Whether the first differing value opens the statement (at most one word before it) and the
+    statement goes on after it: "Room 4 has a projector", "一楼的租客没养宠物"."""
+    x, _, i, _ = span
+    return i <= 1 and any(not _VALUE.match(t) for t in a[i + len(x):])
+
+
+def _apart(a: tuple[str, ...], spans: list[tuple[tuple[str, ...], tuple[str, ...], int, int]]) -> bool:
+    """Whether words that are not values stand between two of the differing spans (in the old text)."""
+    for (x, _, i, _), (_, _, j, _) in zip(spans, spans[1:]):
+        if not all(_VALUE.match(t) for t in a[i + len(x):j]):
+            return True
+    return False
 
 
 def _strip_retractions(text: str) -> str:
