@@ -678,7 +678,7 @@ def _corpus(n_topics: int = 120, versions: int = 6) -> list[dict]:
         words = f"alpha{t} bravo{t} charlie{t} delta{t} echo{t} foxtrot{t} golf{t} hotel{t}"
         for v in range(versions):
             day = 1 + v * 3 + (-2 if v == 4 else 0)  # version 4 arrives late: older than version 3
-            text = f"{words} setting {v} level {t}{v}" if v != 2 else f"{words} setting 1 level {t}1"  # v2 restates v1
+            text = f"{words} setting level {t}{v}" if v != 2 else f"{words} setting level {t}1"  # v2 restates v1
             lines.append({"id": f"t{t}v{v}", "kind": "fact", "importance": 5,
                           "valid_from": f"2026-0{1 + v % 6}-{day:02d}T09:00:00Z", "content": text})
     rng.shuffle(lines)

@@ -34,7 +34,7 @@ from esmem.domain.threads import neighbour_text
 from esmem.apps.classes import class_metrics
 
 BASELINES = ("recency", "bm25")
-MERGE_KEYS = {"min_overlap": float, "dup_overlap": float, "merge": bool}
+MERGE_KEYS = {"min_overlap": float, "dup_overlap": float, "same_meaning": float, "merge": bool}
 
 
 @dataclass(frozen=True)

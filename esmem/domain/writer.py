@@ -96,14 +96,17 @@ class Writer:
 
     @staticmethod
     def _candidates(responses: Sequence[Mapping[str, Any]], exclude: str | None = None) -> list[Candidate]:
-        """The lookup legs' candidates, BM25's first; one only the kNN leg found has bm25 0, so the
-        lexical supersede rule never takes it (a judge may). No responses: a look-up the write skipped."""
+        """The lookup legs' candidates, BM25's first; one only the kNN leg found has bm25 0. The kNN
+        leg's score is (1 + cosine) / 2 (cosine similarity, OpenSearch's lucene engine and
+        Elasticsearch alike): each candidate it found carries its cosine to the new memory, for the
+        reading of a reworded change (pairs.read). No responses: a look-up the write skipped."""
         if not responses:
             return []
         out = {c.id: c for c in candidates(responses[0], exclude)}
         for resp in responses[1:]:
             for c in candidates(resp, exclude):
-                out.setdefault(c.id, replace(c, bm25=0.0))
+                cosine = round(2 * c.bm25 - 1, 6)
+                out[c.id] = replace(out.get(c.id, replace(c, bm25=0.0)), cosine=cosine)
         return list(out.values())
 
     def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]]) -> list[Decision]:
@@ -143,7 +146,7 @@ class Writer:
         pairs = self._prepare(items)
         self._known, self._mine, self._clean = {}, set(), None
         self._novelty = Novelty(self.merge, {(d["namespace"], d["kind"]) for _, d in pairs},
-                                min(10 * batch_size + 100, 10_000)) \
+                                min(10 * batch_size + 100, 10_000), self.semantic is not None) \
             if self.merge.enabled and self.judge is None and len(pairs) > batch_size else None
         explicit = [(i, d) for i, d in pairs if d.get("supersedes")]
         if explicit:  # an unknown predecessor fails before anything is written (unless already done)
@@ -246,7 +249,8 @@ class Writer:
             doc_id, d = pairs[n]
             if self.merge.enabled:
                 key = (d["namespace"], d["kind"])
-                group = looked_at.get(key) or looked_at.setdefault(key, Mergeable(d["kind"], self.merge))
+                group = looked_at.get(key) or looked_at.setdefault(
+                    key, Mergeable(d["kind"], self.merge, self.semantic is not None))
                 waits = doc_id in ids or group.any(d["content"])
                 group.add(d["content"])
                 if waits:
@@ -624,7 +628,7 @@ class Writer:
         for h in hits:
             since[(h["_source"]["namespace"], h["_source"]["kind"])].append((h["_id"], h["_source"]["content"]))
         return [(doc_id, d) for doc_id, d in written if any(
-            other != doc_id and could_merge(d["content"], content, d["kind"], self.merge)
+            other != doc_id and could_merge(d["content"], content, d["kind"], self.merge, self.semantic is not None)
             for other, content in since[(d["namespace"], d["kind"])])]
 
     def _wrote(self, seq_no: int | None) -> None:
