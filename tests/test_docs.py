@@ -237,28 +237,39 @@ def _command_options() -> dict[str, set[str]]:
 ESMEM_CALL = re.compile(r"(?:^|[\s`(|;&$])esmem((?: +[^\s`|;&)#]+)+)")
 
 
-def test_every_esmem_flag_the_docs_mention_exists() -> None:
-    commands = _command_options()
+COMMANDS = _command_options()
+
+
+def _unknown_flags(line: str) -> list[str]:
+    """The flags of each `esmem COMMAND ...` call in a line that COMMAND (or the group) does not take."""
     wrong = []
-    for page in PAGES:
-        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-            for call in ESMEM_CALL.findall(line):
-                words = call.split()
-                path: list[str] = []
-                for w in words:
-                    if " ".join((*path, w)) not in commands:
-                        break
-                    path.append(w)
-                if not path:
-                    continue
-                known = commands[" ".join(path)]
-                for w in words[len(path):]:
-                    if not w.lstrip("[(").startswith("-"):
-                        continue
-                    for flag in re.findall(r"(?<![\w-])--?[a-z][\w-]*", w.split("=", 1)[0]):
-                        if flag not in known:
-                            wrong.append(f"{page.relative_to(ROOT)}:{n}: esmem {' '.join(path)} has no {flag}")
+    for call in ESMEM_CALL.findall(line):
+        words = call.split()
+        path: list[str] = []
+        for w in words:
+            if " ".join((*path, w)) not in COMMANDS:
+                break
+            path.append(w)
+        if not path:
+            continue
+        known = COMMANDS[" ".join(path)]
+        for w in words[len(path):]:
+            if w.lstrip("[(").startswith("-"):
+                wrong += [f"esmem {' '.join(path)} has no {flag}"
+                          for flag in re.findall(r"(?<![\w-])--?[a-z][\w-]*", w.split("=", 1)[0]) if flag not in known]
+    return wrong
+
+
+def test_every_esmem_flag_the_docs_mention_exists() -> None:
+    wrong = [f"{page.relative_to(ROOT)}:{n}: {w}" for page in PAGES
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1) for w in _unknown_flags(line)]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_flag_check_finds_a_flag_a_command_lacks() -> None:
+    assert _unknown_flags("`esmem recall q -n alice --nope`") == ["esmem recall has no --nope"]
+    assert _unknown_flags("esmem engine up --engine opensearch-3 [--port P]") == []
+    assert _unknown_flags("`esmem install --k 3`") == ["esmem install has no --k"]
 
 
 # -- no development history in the product ---------------------------------------------------------
