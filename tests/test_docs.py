@@ -177,13 +177,13 @@ def _defaults() -> dict[str, object]:
     return out
 
 
-VALUE = r"(?:\(|default |= )?(true|false|-?\d+(?:\.\d+)?)\b"
+VALUE = r"(?:\(\s*)?(?:default\s+|=\s*)?(true|false|-?\d+(?:\.\d+)?)\b"
 
 
 def _mentions(text: str, name: str) -> list[str]:
     """The values written right after `name` (as `name` 0.5, `name` (0.5), `name` default 0.5, or
     "`name` | type | 0.5" in a table); `name=0.5` is an override, not a default, and so not read."""
-    pattern = rf"(?<!`, )`{re.escape(name)}`\s*(?:\|\s*(?:[a-z ]+\|\s*)?)?{VALUE}"
+    pattern = rf"(?<!`, )(?<!`/)`{re.escape(name)}`\s*(?:\|\s*(?:[a-z ]+\|\s*)?)?{VALUE}"
     return re.findall(pattern, text)
 
 
@@ -217,6 +217,8 @@ def test_the_default_check_finds_a_wrong_default() -> None:
     assert _mentions("`mmr_lambda` (0.7)", "mmr_lambda") == ["0.7"] and not _same("0.7", RecallParams().mmr_lambda)
     assert _mentions("| `must_not_miss` | boolean | true |", "must_not_miss") == ["true"]
     assert _mentions("| `alpha`, `beta`, `gamma` | numbers | 0.5, 0.3, 0.2 |", "gamma") == []
+    assert _mentions("`alpha`/`beta`/`gamma` (0.5/0.3/0.2)", "gamma") == []
+    assert _mentions("the relevance top `rescore_window` (default 100, per shard)", "rescore_window") == ["100"]
 
 
 def _command_options() -> dict[str, set[str]]:
