@@ -233,7 +233,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         terminalreporter.write_line(f"shared prefix reinstalled: {test} changed its artifacts; mark it fresh_prefix")
 
 
-# pytest-xdist (README "Tests"): the tests of one module on one engine run in one worker, one after the
+# pytest-xdist (docs/guides/engines.md, "The test suite"): the tests of one module on one engine run in one worker, one after the
 # other as without workers, and so do the tests of the secured engine's own fixture. Workers write which
 # tests those are when they collect (the controller sees only node ids).
 _GROUPS_ENV = "ESMEM_TEST_GROUPS"
@@ -269,7 +269,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         worker's shared prefix, its module-scoped fixtures are made once), and one for the temporary
         secured engine's tests. A free worker takes the heaviest unit left (a slow test weighs SLOW_WEIGHT), so
         that no long test starts last while the other workers idle. (One unit per engine kept three
-        workers busy to the end: 428 and 431 s, against 404 and 412 s split by module, #10.)"""
+        workers busy to the end: 428 and 431 s, against 404 and 412 s split by module.)"""
 
         _units: dict[str, str] | None = None
         _slow: set[str] = set()

@@ -230,7 +230,7 @@ def test_agent_reads_no_memory_of_another_namespace(world: World) -> None:
     assert seen["global"] >= 10, seen  # global aggregations were among them (15 with this seed)
 
 
-UNGUARDED = {  # searches that ignore the DLS query (measured leaks without esmem's DlsGuardPlugin, README)
+UNGUARDED = {  # searches that ignore the DLS query (measured leaks without esmem's DlsGuardPlugin, docs/concepts/namespaces.md)
     "global top_hits": {"size": 0, "aggs": {"g": {"global": {}, "aggs": {"t": {"top_hits": {"size": 50}}}}}},
     "global count": {"size": 0, "aggs": {"g": {"global": {}}}},
     "term suggester": {"size": 0, "suggest": {"s": {"text": HIDDEN[:-1] + "x", "term": {"field": "content"}}}},
@@ -258,7 +258,7 @@ def test_searches_that_ignore_the_dls_query_are_refused(world: World, name: str)
 
 
 def test_dls_write_confinement(world: World) -> None:
-    """What the engine enforces on an agent's writes (README "Give each agent its own credentials"):
+    """What the engine enforces on an agent's writes (docs/concepts/namespaces.md, "Give each agent its own credentials"):
     no overwrite or delete of a memory it cannot see; creating a document in another namespace
     is NOT prevented (DLS has no write side), and a create on a hidden id reports that the id exists."""
     b_id = world.b_ids[0]
@@ -272,7 +272,7 @@ def test_dls_write_confinement(world: World) -> None:
         world.agent.request("DELETE", f"/{world.alias}/_doc/{b_id}", params={"routing": B})
     with pytest.raises(EngineError, match="HTTP 403"):
         world.agent.request("POST", f"/{world.alias}/_delete_by_query", {"query": {"match_all": {}}})
-    with pytest.raises(EngineError, match="document already exists"):  # an existence oracle (README)
+    with pytest.raises(EngineError, match="document already exists"):  # an existence oracle (docs/concepts/namespaces.md)
         world.agent.request("PUT", f"/{world.alias}/_create/{b_id}", forged, {"routing": B})
     after = world.admin.request("GET", f"/{world.alias}/_doc/{b_id}", params={"routing": B})
     assert after["_seq_no"] == before["_seq_no"] and after["_source"] == before["_source"]
@@ -453,13 +453,14 @@ def test_role_documents_match_between_families() -> None:
     assert os_role["index_permissions"][0]["index_patterns"] == es_role["indices"][0]["names"]
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+NAMESPACES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "namespaces.md"
 
 
 @pytest.mark.slow
-def test_readme_agent_credentials_example_runs(secured: embedded.Running, tmp_path) -> None:
-    """The shell block of "Give each agent its own credentials", as written, on the secured engine."""
-    section = README.read_text(encoding="utf-8").split("## Give each agent its own credentials", 1)[1]
+def test_the_agent_credentials_example_of_the_docs_runs(secured: embedded.Running, tmp_path) -> None:
+    """The shell block of "Give each agent its own credentials" (docs/concepts/namespaces.md), as written, on
+    the secured engine."""
+    section = NAMESPACES_PAGE.read_text(encoding="utf-8").split("## Give each agent its own credentials", 1)[1]
     block = re.findall(r"^```bash\n(.*?)^```", section.split("\n## ", 1)[0], re.S | re.M)[0]
     prefix = f"r{uuid.uuid4().hex[:10]}"
     env = {k: v for k, v in os.environ.items() if k not in ENV.values()}

@@ -1,4 +1,5 @@
-"""The LangChain retriever and the LangGraph store on the real engine, and the README's examples."""
+"""The LangChain retriever and the LangGraph store on the real engine, and the examples of
+docs/guides/langchain.md."""
 from __future__ import annotations
 
 import asyncio
@@ -18,15 +19,14 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "langchain.md"
 OLD_RULE = "On HTTP 429 wait 1 second and retry, at most 3 times, then skip the step"
 NEW_RULE = "On HTTP 429 now back off exponentially with random jitter and retry, at most 5 times, then skip the step"
 PAYMENTS = "Payments are capped at 100 requests per minute per key"
 
 
-def readme_blocks() -> list[str]:
-    section = README.read_text(encoding="utf-8").split("## Use with LangChain", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
+def guide_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.S | re.M)
 
 
 def run_block(code: str, engine, prefix: str) -> str:
@@ -36,8 +36,8 @@ def run_block(code: str, engine, prefix: str) -> str:
     return run.stdout
 
 
-def test_readme_retriever_example_returns_the_expected_documents_in_order(engine, installed: str) -> None:
-    blocks = readme_blocks()
+def test_guide_retriever_example_returns_the_expected_documents_in_order(engine, installed: str) -> None:
+    blocks = guide_blocks()
     assert len(blocks) == 2
     lines = run_block(blocks[0], engine, installed).splitlines()
     assert lines[0] == "superseded"
@@ -54,8 +54,8 @@ def test_readme_retriever_example_returns_the_expected_documents_in_order(engine
     assert store.count("carol") == 3 and store.count("carol", status="superseded") == 1
 
 
-def test_readme_store_example_prints_the_newer_value(engine, installed: str) -> None:
-    out = run_block(readme_blocks()[1], engine, installed).splitlines()
+def test_guide_store_example_prints_the_newer_value(engine, installed: str) -> None:
+    out = run_block(guide_blocks()[1], engine, installed).splitlines()
     newer = "On HTTP 429 back off with jitter and retry, at most 5 times"
     assert out[0] == newer
     assert len(out) == 2 and out[1].startswith("retry-429 ") and out[1].endswith(newer)

@@ -1,4 +1,4 @@
-"""Write-path integrity on the real engine (issue 11): a re-import, a retry after a cut connection
+"""Write-path integrity on the real engine: a re-import, a retry after a cut connection
 and a re-run after a crash all end in the state of one clean run; batches are all-or-nothing;
 version chains stay symmetric under 8 concurrent writers; bad input is refused with a typed error
 and writes nothing. Faults come from tests/relay.py (a TCP relay in front of the real engine)."""
@@ -638,7 +638,7 @@ def test_interrupted_import_says_how_far_it_got(engine, installed, relay: Relay,
 @pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 def test_interrupted_merge_import_counts_only_the_written_prefix(engine, installed, relay: Relay, tmp_path: Path) -> None:
     """Line 2 updates line 1, so it waits for the next batch while lines 3-7 are written with line 1
-    (#18): when that batch is cut, the message counts the lines before the first one not written."""
+    (a batch holds no two memories that could merge): when that batch is cut, the message counts the lines before the first one not written."""
     lines = [{"id": "a", "kind": "rule", "content": "the deploy window is Friday 18:00 for the billing service"},
              {"id": "b", "kind": "rule", "content": "the deploy window is Friday 20:00 for the billing service"},
              *({"id": f"n{i}", "content": f"note {i} on subject{i} and thing{i}"} for i in range(5))]

@@ -31,7 +31,7 @@ def grant_cmd(ctx: click.Context, user: str, namespaces: tuple[str, ...], secret
 @click.argument("user")
 @click.pass_context
 def revoke_cmd(ctx: click.Context, user: str) -> None:
-    """Delete USER and its esmem role (OpenSearch security plugin)."""
+    """Delete the agent user USER and its esmem role (OpenSearch security plugin)."""
     from esmem.index.grant import revoke
 
     click.echo("revoked" if revoke(_engine(ctx), ctx.obj["prefix"], user) else "nothing to revoke")

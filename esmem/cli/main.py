@@ -24,7 +24,7 @@ from esmem.engines import embedded
 from esmem.errors import EngineError, EsmemError, InvalidInput, InvalidItem, TemplateRenderError
 from esmem.index.install import check as check_drift
 from esmem.index.install import install as install_artifacts
-from esmem.values import iso, parse_time, utcnow
+from esmem.values import KINDS, iso, parse_time, utcnow
 
 
 
@@ -73,6 +73,11 @@ def cli(ctx: click.Context, url: str | None, prefix: str, cloud_id: str | None, 
 
 def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, **__: Any) -> None:
     click.echo(f"warning: {str(message).splitlines()[0]}", err=True)
+
+
+NAMESPACE_HELP = "The namespace (whose memories): 1-128 of A-Z a-z 0-9 _ . : @ -."
+K_HELP = "How many memories to return."
+JSON_HELP = "Print JSON instead of a table."
 
 
 # -- engine ------------------------------------------------------------------------------------
@@ -154,8 +159,10 @@ def engine_down(flavour: str) -> None:
 # -- install / check ---------------------------------------------------------------------------
 @cli.command()
 @click.option("--migrate", is_flag=True, help="Reindex into a new index when the mapping changed.")
-@click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True)
+@click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Primary shards of a new memory index (a namespace always lives on one shard).")
+@click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True,
+              help="Replicas of each shard of a new memory index.")
 @click.option("--policy", "policy_path", default=None,
               help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
 @click.option("--embedder", default=None,
@@ -224,21 +231,22 @@ def uninstall(ctx: click.Context, delete_data: bool) -> None:
 # -- remember / recall / explain ---------------------------------------------------------------
 @cli.command()
 @click.argument("content")
-@click.option("-n", "--namespace", required=True)
-@click.option("--kind", default="fact", show_default=True)
+@click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP)
+@click.option("--kind", type=click.Choice(KINDS), default="fact", show_default=True,
+              help="What the memory is; the kind decides its half-life.")
 @click.option("--importance", type=float, default=None, help="1-10 (default: the rule-based scorer).")
 @click.option("--valid-from", default=None, help="ISO-8601 time it was said (default: now).")
 @click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
 @click.option("--evergreen", is_flag=True, help="Never decays.")
-@click.option("--source", default="user", show_default=True)
+@click.option("--source", default="user", show_default=True, help="Who said it (stored with the memory).")
 @click.option("--dry-run", is_flag=True, help="Show the merge decision without writing.")
 @click.option("--idempotency-key", default=None, help="Retrying with the same key lands on the same memory.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.pass_context
 def remember(ctx: click.Context, content: str, namespace: str, kind: str, importance: float | None,
              valid_from: str | None, entities: tuple[str, ...], evergreen: bool, source: str,
              dry_run: bool, idempotency_key: str | None, as_json: bool) -> None:
-    """Write one memory (supersede-merge decides added / superseded / duplicate)."""
+    """Write one memory, CONTENT (supersede-merge decides added / superseded / duplicate)."""
     res = _store(ctx).remember(content, namespace, kind=kind, importance=importance, valid_from=valid_from,
                                entities=entities, evergreen=evergreen, source=source, dry_run=dry_run,
                                idempotency_key=idempotency_key)
@@ -259,12 +267,12 @@ def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("query", required=False),
         click.option("--from-messages", "messages_path", default=None,
                      help="Build the query from a conversation JSON file (fillers dropped) instead of QUERY."),
-        click.option("-n", "--namespace", required=True),
-        click.option("-k", "k", type=int, default=5, show_default=True),
+        click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP),
+        click.option("-k", "--k", "k", type=int, default=5, show_default=True, help=K_HELP),
         click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value."),
         click.option("--now", default=None, help="Reference time (ISO-8601; default now)."),
         click.option("--as-of", default=None, help="Only memories valid at this time."),
-        click.option("--json", "as_json", is_flag=True),
+        click.option("--json", "as_json", is_flag=True, help=JSON_HELP),
     ]):
         f = opt(f)
     return f
@@ -335,7 +343,7 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
 def recall(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
            sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool, touch: bool | None,
            explain_: bool) -> None:
-    """Recall the top-k memories of a namespace for a query (or for a conversation)."""
+    """Recall the top-k memories of a namespace for QUERY (or for a conversation, --from-messages)."""
     if touch is None:
         touch = now is None or parse_time(now) >= utcnow() - timedelta(minutes=1)
     res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, touch, explain_)
@@ -350,7 +358,7 @@ def recall(ctx: click.Context, query: str | None, messages_path: str | None, nam
 @click.pass_context
 def explain(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
             sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool) -> None:
-    """Recall read-only and show why each memory ranked where it did."""
+    """Recall QUERY read-only and show why each memory ranked where it did."""
     res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, False, True)
     if as_json:
         click.echo(json.dumps(result_json(res), ensure_ascii=False))
@@ -365,7 +373,7 @@ def explain(ctx: click.Context, query: str | None, messages_path: str | None, na
 @click.option("--dry-run", is_flag=True, help="Decide without writing.")
 @click.pass_context
 def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool) -> None:
-    """Import memories from JSONL in file order (merge decisions batched with _msearch)."""
+    """Import memories from the JSONL FILE in file order (merge decisions batched with _msearch)."""
     from rich.progress import Progress
 
     from esmem.domain.merge import MergePolicy
@@ -403,21 +411,21 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
 # -- history / restore -------------------------------------------------------------------------
 @cli.command()
 @click.argument("memory_id")
-@click.option("-n", "--namespace", required=True)
+@click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP)
 @click.pass_context
 def history(ctx: click.Context, memory_id: str, namespace: str) -> None:
-    """Show the version chain of a memory, oldest first."""
+    """Show the version chain of the memory MEMORY_ID, oldest first."""
     for m in _store(ctx).history(namespace, memory_id):
         click.echo(f"{m.id}  {m.status:<10} {iso(m.valid_from)[:19]}  {m.content}")
 
 
 @cli.command()
 @click.argument("memory_id")
-@click.option("-n", "--namespace", required=True)
+@click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP)
 @click.option("--keep-successor", is_flag=True, help="Keep the successor active too (the merge was wrong).")
 @click.pass_context
 def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: bool) -> None:
-    """Reactivate a superseded memory (undo a merge)."""
+    """Reactivate the superseded memory MEMORY_ID (undo a merge)."""
     m = _store(ctx).restore(namespace, memory_id, retire_successor=not keep_successor)
     click.echo(f"{m.id} is {m.status} again")
 
@@ -503,25 +511,27 @@ def _metric_row(m: dict[str, float], columns: tuple[str, ...] = METRIC_COLUMNS) 
 @click.argument("dataset", required=False, type=click.Path(path_type=Path))
 @click.option("--locomo", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Evaluate LoCoMo conversations from this folder (esmem vs the bm25 baseline).")
-@click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True, help=K_HELP)
 @click.option("--set", "sets", multiple=True, help="Override a recall or merge parameter: key=value.")
 @click.option("--sweep", default=None, help="key=v1,v2,...: one row per value.")
-@click.option("--baseline", type=click.Choice(BASELINES), default=None)
+@click.option("--baseline", type=click.Choice(BASELINES), default=None,
+              help="Run a baseline instead of esmem: newest first (recency) or plain BM25 (bm25).")
 @click.option("--no-merge", is_flag=True, help="Ingest without supersede-merge.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
-@click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw the sweep as a PNG (needs matplotlib).")
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
 @click.option("--embedder", default=None, help="minilm: also run esmem hybrid (kNN leg fused with BM25; "
               "--set knn_weight=, fusion=convex|rrf, rrf_k=).")
 @click.option("--compare", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="A saved `esmem eval --json` run: print per group what changed against it.")
-@click.option("--previous", is_flag=True, help="Also run the ranking defaults before issue 15 and print "
-                                                "per group what the current defaults change.")
+@click.option("--previous", is_flag=True, help="Also run the previous ranking defaults (no pinned section, "
+              "resolution or neighbour expansion) and print per group what the current defaults change.")
 @click.pass_context
 def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
           sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
           misses: bool, embedder: str | None, compare: Path | None, previous: bool) -> None:
-    """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
+    """Measure retrieval quality of the JSONL DATASET (or of LoCoMo, --locomo) on the engine."""
     from esmem.apps import evaluate as ev
     from esmem.apps import plots
     from esmem.domain.embedding import load_embedder

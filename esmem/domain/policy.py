@@ -19,7 +19,7 @@ recall uses. Example policy.toml (the same keys work as JSON):
 
 Every mistake is a ConfigError naming its key (`half_lives.intent: ...`), raised when the policy is
 built, not at the first recall. `esmem install --policy FILE` renders the policy into the stored
-templates, so every client of the cluster ranks by it (README "Query from any client").
+templates, so every client of the cluster ranks by it (docs/guides/any-language.md).
 """
 from __future__ import annotations
 

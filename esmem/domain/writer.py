@@ -1,6 +1,6 @@
 """The write path: validate -> score importance -> look up candidates -> merge decision -> bulk write.
 
-The protocol of one batch (README "Guarantees") makes writes idempotent and safe to retry: ids are
+The protocol of one batch (docs/concepts/guarantees.md) makes writes idempotent and safe to retry: ids are
 deterministic, documents are created if absent, and every change to an existing memory is a stored
 update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that memory. Speed devices
 with a module of their own: the collector pause (esmem/domain/collector.py) and skipped look-ups in
@@ -262,7 +262,7 @@ class Writer:
             batch.append(n)
         return batch
 
-    # The write protocol of one batch (README "Guarantees"):
+    # The write protocol of one batch (docs/concepts/guarantees.md):
     #   1. ids already stored are replays: their links are repaired, nothing else is written; ids
     #      that some memory names in `superseded_by` are writes cut after step 2: they resume;
     #   2. targets are retired by the `retire` script (atomic on the target: only an ACTIVE memory

@@ -6,7 +6,7 @@ role's DLS query is applied by the engine to every read of the memories index (`
 namespace even when it calls the REST API directly.
 
 OpenSearch: a role (security plugin REST API) and an internal user mapped to it. Elasticsearch: an API
-key whose role descriptor carries the same DLS query (documented API; not run here, see README).
+key whose role descriptor carries the same DLS query (documented API; not run here, see docs/concepts/namespaces.md).
 Secrets never go to the terminal: the password (or API key) is read from, or written to, a 0600 file.
 """
 from __future__ import annotations
