@@ -1,5 +1,6 @@
 """`esmem engine image`: the build context holds the node `esmem engine up` runs (same jars, same order),
-the base image's mirror comes from apt's sources, and a machine without a container runtime gets one line."""
+the base image's mirror comes from apt's sources, and a machine without a container runtime gets one
+line. In CI the suite's container path must have run the contract suite (tests/conftest.py)."""
 from __future__ import annotations
 
 import hashlib
@@ -61,3 +62,18 @@ def test_no_container_runtime_is_one_line_and_exit_2(tmp_path) -> None:
     assert proc.stderr.splitlines()[-1] == \
         "error: no container runtime answers: docker: not installed; podman: not installed"
     assert not (tmp_path / "images").exists()  # nothing made before the runtime was found
+
+
+def test_ci_runs_the_contract_suite_on_a_container(request: pytest.FixtureRequest, engines_found) -> None:
+    """A container path that silently fell back to the embedded engines would test no image at all."""
+    if os.environ.get("CI") != "true":
+        pytest.skip("outside CI (CI=true) a container engine is optional")
+    containers = [n for n in engines_found if n.startswith("container-")]
+    assert containers, f"CI=true but no container engine runs (engines: {', '.join(engines_found)})"
+    per_engine: dict[str, int] = {}
+    for item in request.session.items:
+        name = getattr(item, "callspec", None) and item.callspec.params.get("engine_url")
+        if name and item.get_closest_marker("contract"):
+            per_engine[name] = per_engine.get(name, 0) + 1
+    for name in containers:  # the whole contract suite, as on the embedded engines
+        assert per_engine.get(name, 0) == max(per_engine[n] for n in per_engine if n not in containers), per_engine
