@@ -64,6 +64,14 @@ def test_no_container_runtime_is_one_line_and_exit_2(tmp_path) -> None:
     assert not (tmp_path / "images").exists()  # nothing made before the runtime was found
 
 
+def test_a_secured_opensearch_3_image_is_refused_before_anything_is_built(tmp_path) -> None:
+    env = {**os.environ, "PATH": str(tmp_path), "ESMEM_HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", "from esmem.cli import main; main()", "engine", "image",
+                           "--engine", "opensearch-3", "--secure"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.splitlines()[-1].startswith("error: the secured embedded engine is one OpenSearch 2.19 node")
+
+
 def test_ci_runs_the_contract_suite_on_a_container(request: pytest.FixtureRequest, engines_found) -> None:
     """A container path that silently fell back to the embedded engines would test no image at all."""
     if os.environ.get("CI") != "true":
