@@ -75,8 +75,12 @@ def debian_mirror(sources: Path = Path("/etc/apt")) -> str:
             continue
         for line in lines:
             words = line.split("#", 1)[0].split()
-            uris = words[1:] if words[:1] == ["URIs:"] else [w for w in words[1:] if "://" in w][:1] \
-                if words[:1] == ["deb"] else []
+            if words[:1] == ["URIs:"]:  # deb822
+                uris = words[1:]
+            elif words[:1] == ["deb"]:  # one line: deb [options] URI suite components
+                uris = [w for w in words[1:] if "://" in w][:1]
+            else:
+                continue
             for uri in uris:
                 if uri.rstrip("/").endswith("/debian"):
                     return uri.rstrip("/")
