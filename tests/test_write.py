@@ -23,6 +23,8 @@ from esmem.errors import InvalidInput, NotFound
 from esmem.values import parse_time
 from writers import run_writers  # tests/writers.py
 
+pytestmark = pytest.mark.contract  # a container engine beside the embedded ones runs these too
+
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
 RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"

@@ -137,6 +137,30 @@ def engine_lock(flavour: str) -> None:
     click.echo(embedded.lock(flavour))
 
 
+@engine.command("image")
+@_ENGINE_OPTION
+@click.option("--secure", is_flag=True, help="The secured 2.19 node (TLS, users); its CA and admin password stay on this machine.")
+@click.option("--base", default=None, help="Base image with Java 21+ and useradd (default: a Debian minbase made with debootstrap).")
+@click.option("--suite", default="trixie", show_default=True, help="Debian suite of the debootstrap base.")
+@click.option("--mirror", default=None, help="Debian mirror of the debootstrap base (default: the one apt uses here).")
+@click.option("--tag", default=None, help="Image name (default: esmem/ENGINE:VERSION[-secure]).")
+@click.option("--runtime", "runtime", type=click.Choice(["docker", "podman"]), default=None,
+              help="Container CLI (default: docker if it answers, else podman).")
+def engine_image(flavour: str, secure: bool, base: str | None, suite: str, mirror: str | None, tag: str | None,
+                 runtime: str | None) -> None:
+    """Build an OCI image of the embedded engine from the locked jars (no registry); print its name last."""
+    from esmem.engines import container
+
+    err.print(f"building the {flavour} image (the first build makes the base image: a few minutes)...")
+    image = container.build(flavour, secure=secure, base=base, tag=tag, suite=suite, mirror=mirror, cli=runtime)
+    err.print(f"built with {image.runtime} on {image.base}; run: {Path(image.runtime).name} run -d -p 9200:9200 {image.name}",
+              highlight=False)
+    if image.secrets:
+        err.print(f"secured: trust {image.secrets / 'ca.pem'}, user admin, password in {image.secrets / 'admin-password'}",
+                  highlight=False)
+    click.echo(image.name)
+
+
 @engine.command("status")
 @_ENGINE_OPTION
 def engine_status(flavour: str) -> None:

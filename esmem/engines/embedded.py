@@ -132,6 +132,21 @@ def _classpath(name: str | None = None, *, secure: bool = False) -> tuple[list[s
     return [str(p) for p in paths], plugins
 
 
+def node_classpath(name: str | None = None, *, secure: bool = False) -> tuple[list[str], list[str]]:
+    """The node's classpath entries in order and the plugin classes to load (-Desmem.plugins): for the
+    secured engine, the security plugin's jars before the plugin zips' jars (for a jar both bring, its
+    version wins) and its plugin and esmem's DLS guard added."""
+    entries, plugins = _classpath(name, secure=secure)
+    if not secure:
+        return entries, plugins
+    from esmem.engines import embedded_secure
+
+    target = build(name, secure=True)
+    zipped = [e for e in entries if Path(e).is_relative_to(home_dir() / "plugins")]
+    return ([*(e for e in entries if e not in zipped), *embedded_secure.classpath(target), *zipped],
+            [*plugins, embedded_secure.PLUGIN_CLASS, embedded_secure.GUARD_CLASS])
+
+
 def _maven(fl: Flavour) -> tuple[str, dict[str, str]]:
     mvn = shutil.which("mvn")
     if not mvn:
@@ -309,7 +324,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
                          f"{running.url} for this ESMEM_HOME: `esmem engine down` first")
     if running and all(_alive(p) for p in running.pids) and running_health(running):
         return running
-    entries, plugins = _classpath(fl.name, secure=secure)
+    entries, plugins = node_classpath(fl.name, secure=secure)
     cp = os.pathsep.join(entries)
     if secure:
         target = build(fl.name, secure=True)
@@ -331,10 +346,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
             from esmem.engines import embedded_secure
 
             embedded_secure.configure(home, node_home, target)
-            # the security plugin's jars before the plugin zips' jars: for a jar both bring, its version wins
-            zipped = [e for e in entries if Path(e).is_relative_to(home_dir() / "plugins")]
-            cp = os.pathsep.join([*(e for e in entries if e not in zipped), *embedded_secure.classpath(target), *zipped])
-            props = [f"-Desmem.plugins={','.join([*plugins, embedded_secure.PLUGIN_CLASS, embedded_secure.GUARD_CLASS])}",
+            props = [f"-Desmem.plugins={','.join(plugins)}",
                      f"-Dlog4j2.configurationFile={embedded_secure.log_config(node_home)}"]
         if nodes > 1:
             node_home = node_home / names[i]
