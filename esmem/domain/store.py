@@ -23,6 +23,7 @@ from esmem.domain.types import Memory, MemoryInput, RecallResult, WriteResult
 from esmem.domain.validate import Limits
 from esmem.domain.writer import Writer
 from esmem.index.catalog import Catalog
+from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.values import utcnow
 
@@ -46,6 +47,23 @@ class MemoryStore:
         self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock,
                              self.semantic, merge_judge)  # merge_judge: esmem/domain/merge_judge.py
         self.recaller = Recaller(self.catalog, params, clock, self.semantic, background_reheat)
+
+    @classmethod
+    def connect(cls, target: "str | ConnectionConfig | Engine | None" = None, prefix: str = "esmem",
+                **options: Any) -> "MemoryStore":
+        """The one-line way in: a store over the cluster at `target` (a URL, a ConnectionConfig or an
+        Engine); None reads ESMEM_URL and the other ESMEM_* connection variables, as the CLI does. A URL
+        keeps the credentials and TLS options of the environment. An index installed with an embedder
+        gets it loaded (as the CLI does) unless `embedder=` is given; `options` go to the constructor."""
+        from esmem.domain.hybrid import embedder_for
+
+        if isinstance(target, Engine):
+            engine = target
+        else:
+            engine = Engine(target if isinstance(target, ConnectionConfig) else ConnectionConfig.from_env(url=target))
+        if "embedder" not in options:
+            options["embedder"] = embedder_for(engine, prefix)
+        return cls(engine, prefix, **options)
 
     def __enter__(self) -> "MemoryStore":
         return self
