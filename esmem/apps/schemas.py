@@ -58,7 +58,7 @@ Reason = Annotated[str | None, Field(default=None, max_length=500, description=(
 
 
 class RememberIn(Strict):
-    """One memory to write (its namespace comes from the path)."""
+    """One memory to write."""
 
     content: Content
     kind: KindArg = "fact"
