@@ -145,13 +145,15 @@ class MemoryStore:
     def forget(self, namespace: str, memory_id: str, *, reason: str | None = None) -> Memory:
         """Stop recalling a memory: a tombstone supersedes it (nothing is deleted), so recall and
         context no longer return it, `history` still shows it and `restore` brings it back. Returns
-        the tombstone. Only an active memory can be forgotten (`InvalidInput` otherwise)."""
+        the tombstone, which keeps the memory's `external_id` (a caller's key then names the tombstone).
+        Only an active memory can be forgotten (`InvalidInput` otherwise)."""
         target = self.get(namespace, memory_id)
         if target.status != "active":
             raise InvalidInput(f"memory {memory_id} is {target.status}, not active: nothing to forget")
         note = f"Forgotten at the user's request{': ' + reason.strip() if reason and reason.strip() else ''}"
         r = self._tombstones.write([MemoryInput(note, namespace, kind=target.kind, importance=1, source="agent",
-                                                supersedes=memory_id, metadata={"tombstone": True})])[0]
+                                                supersedes=memory_id, metadata={"tombstone": True},
+                                                external_id=target.external_id)])[0]
         return self.get(namespace, r.id)
 
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
