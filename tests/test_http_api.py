@@ -376,3 +376,9 @@ def test_serve_needs_a_keys_file_with_a_key(engine: Engine, installed: str, tmp_
                               "--prefix", installed, "serve", *args], capture_output=True, text=True, timeout=60,
                              env={k: v for k, v in os.environ.items() if k != "ESMEM_SERVE_KEYS"})
         assert run.returncode == 2 and message in run.stderr and len(run.stderr.splitlines()) == 1, run.stderr
+
+
+def test_the_http_guide_shows_the_examples_the_tests_run() -> None:
+    guide = (ROOT / "docs" / "guides" / "http.md").read_text(encoding="utf-8")
+    for name, lang in (("remember_recall.sh", "sh"), ("remember_recall.mjs", "js")):
+        assert f"```{lang}\n{(EXAMPLES / name).read_text(encoding='utf-8').rstrip()}\n```" in guide, name

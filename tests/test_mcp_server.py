@@ -6,8 +6,11 @@ would launch it; the client is `mcp.Client` from the same SDK.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -321,3 +324,16 @@ def test_a_bad_namespace_is_refused_before_serving(url: str, installed: str) -> 
     run = subprocess.run(esmem_command(url, installed, "../other ns"), capture_output=True, text=True, timeout=60,
                          stdin=subprocess.DEVNULL)
     assert run.returncode == 2 and run.stderr.startswith("error: invalid namespace '../other ns'")
+
+
+def test_the_mcp_guide_client_example_runs(http_server: str, store: MemoryStore) -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "mcp.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"^```python\n(.*?)^```", guide, re.S | re.M)
+    store.remember("Deploys go out on Thursdays", "bob", kind="rule")
+    body = code.replace("http://127.0.0.1:8000/mcp", http_server)
+    namespace: dict[str, Any] = {}
+    exec("async def example(token):\n" + "".join(f"    {line}\n" for line in body.splitlines()), namespace)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        asyncio.run(namespace["example"](TOKEN))
+    assert "Deploys go out on Thursdays" in out.getvalue() and "is_error=False" in out.getvalue()
