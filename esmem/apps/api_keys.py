@@ -54,19 +54,19 @@ class Keyring:
         if not isinstance(entries, list):
             raise ConfigError(f'API keys file {path}: expected {{"keys": [...]}}')
         keys = []
-        for n, e in enumerate(entries, 1):
-            if not isinstance(e, dict) or set(e) != {"name", "sha256", "namespaces"}:
+        for n, entry in enumerate(entries, 1):
+            if not isinstance(entry, dict) or set(entry) != {"name", "sha256", "namespaces"}:
                 raise ConfigError(f"API keys file {path}: key #{n} needs exactly name, sha256 and namespaces")
-            if not isinstance(e["sha256"], str) or not _HEX.fullmatch(e["sha256"]):
+            if not isinstance(entry["sha256"], str) or not _HEX.fullmatch(entry["sha256"]):
                 raise ConfigError(f"API keys file {path}: key #{n}: sha256 must be 64 lowercase hex digits")
-            spaces = e["namespaces"]
+            spaces = entry["namespaces"]
             if not isinstance(spaces, list) or not spaces:
                 raise ConfigError(f"API keys file {path}: key #{n}: namespaces must be a non-empty list")
             try:
                 allowed = frozenset(s if s == ANY else check_namespace(s) for s in spaces)
             except InvalidInput as err:
                 raise ConfigError(f"API keys file {path}: key #{n}: {err}") from None
-            keys.append(ApiKey(str(e["name"]), e["sha256"], allowed))
+            keys.append(ApiKey(str(entry["name"]), entry["sha256"], allowed))
         return cls(keys)
 
     def find(self, token: str) -> ApiKey | None:

@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, MutableMapping
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -212,7 +212,7 @@ class AccessLog:
         start = time.perf_counter()
         status = 500
 
-        async def tracked(message: dict[str, Any]) -> None:
+        async def tracked(message: MutableMapping[str, Any]) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]

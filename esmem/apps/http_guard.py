@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from typing import Any, Awaitable, Callable, MutableMapping
+from typing import Any, Awaitable, Callable, MutableMapping, Sequence
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -30,7 +30,7 @@ def bearer(scope: Scope) -> str | None:
     return None
 
 
-async def send_json(send: Send, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] = ()) -> None:
+async def send_json(send: Send, status: int, body: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
     raw = json.dumps(body).encode("utf-8")
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(raw)).encode()),

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import ToolAnnotations
 from pydantic import ConfigDict, Field
 
@@ -100,8 +101,8 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         """Store a memory about this user for later conversations. If it updates something already
         remembered (e.g. a changed setting), the old version is superseded automatically and kept as
         history; restating a known fact is recognised as a duplicate. Returns what was decided."""
-        return write([memory(RememberIn(content=content, kind=kind, importance=importance, entities=entities,
-                                        valid_from=valid_from))])[0]
+        return write([MemoryInput(content, namespace, kind=kind, importance=importance, entities=tuple(entities or ()),
+                                  valid_from=_time("valid_from", valid_from))])[0]
 
     @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False))
     def remember_many(memories: Annotated[list[RememberIn], Field(min_length=1, max_length=MAX_BATCH_TOOL, description=(
@@ -219,8 +220,8 @@ def _refuse_unknown_arguments(server: MCPServer) -> None:
     so in its input schema (`additionalProperties: false`)."""
     for tool in server._tool_manager.list_tools():  # the SDK has no public hook for the argument model
         base = tool.fn_metadata.arg_model
-        strict = type(base.__name__, (base,), {"model_config": ConfigDict(**{**base.model_config, "extra": "forbid"}),
-                                               "__module__": base.__module__})
+        strict = cast(type[ArgModelBase], type(base.__name__, (base,), {
+            "model_config": ConfigDict(**{**base.model_config, "extra": "forbid"}), "__module__": base.__module__}))
         tool.fn_metadata.arg_model = strict
         tool.parameters = strict.model_json_schema(by_alias=True)
 

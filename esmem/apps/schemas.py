@@ -3,7 +3,7 @@ tools, one pydantic model each, so both say the same thing the same way (and the
 """
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -11,6 +11,7 @@ from esmem.domain.types import Memory, RecallResult, WriteResult
 from esmem.values import KINDS, iso
 
 Kind = Literal[KINDS]  # type: ignore[valid-type]  # one list of kinds: esmem.domain.ranking's
+Action = Literal["added", "superseded", "duplicate", "outdated", "uncertain"]
 
 
 MAX_CONTENT = 16000  # characters of one memory or message; bounds every text argument
@@ -124,7 +125,7 @@ class Candidate(BaseModel):
 
 
 class RememberOut(BaseModel):
-    action: Literal["added", "superseded", "duplicate", "outdated", "uncertain"] = Field(description=(
+    action: Action = Field(description=(
         "added: a new memory; superseded: it replaced the older version listed in `superseded`; "
         "duplicate: already known (nothing new written, the existing one was reinforced); "
         "outdated: an active newer memory on the same topic exists, this one is kept as history; "
@@ -139,7 +140,7 @@ class RememberOut(BaseModel):
 
     @classmethod
     def of(cls, r: WriteResult) -> "RememberOut":
-        return cls(action=r.action, id=r.id, superseded=list(r.superseded), duplicate_of=r.duplicate_of,
+        return cls(action=cast(Action, r.action), id=r.id, superseded=list(r.superseded), duplicate_of=r.duplicate_of,
                    outdated_by=r.outdated_by, possibly_updates=list(r.possibly_updates),
                    candidates=[Candidate(id=i, bm25=s.get("bm25", 0.0), overlap=s.get("overlap", 0.0),
                                          verdict=s.get("verdict", ""), why=s.get("why", ""))
