@@ -111,7 +111,7 @@ def test_no_tool_call_reaches_another_namespace(engine, store: MemoryStore) -> N
                 {}, optional={"namespace": st.sampled_from([VICTIM, "*", "_all"]), "routing": st.just(VICTIM)}))
             calls.append(st.tuples(st.just(t.name), args, extra))
 
-        @settings(max_examples=300, deadline=None, database=None,
+        @settings(max_examples=400, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(st.one_of(calls))
         def one_call(c: tuple[str, dict[str, Any], dict[str, Any]]) -> None:
@@ -140,6 +140,6 @@ def test_no_tool_call_reaches_another_namespace(engine, store: MemoryStore) -> N
         one_call()
 
     # the property was exercised: many calls succeeded and returned Mallory's memories
-    assert seen["calls"] >= 300 and seen["ok"] >= 50 and seen["memories"] >= 50, seen
+    assert seen["calls"] >= 400 and seen["ok"] >= 50 and seen["memories"] >= 50, seen
     assert store.count(VICTIM, status=None) == len(victim_ids)
     assert snapshot(store, victim_ids) == before  # no write, restore or reheat touched Alice
