@@ -382,3 +382,11 @@ def test_the_http_guide_shows_the_examples_the_tests_run() -> None:
     guide = (ROOT / "docs" / "guides" / "http.md").read_text(encoding="utf-8")
     for name, lang in (("remember_recall.sh", "sh"), ("remember_recall.mjs", "js")):
         assert f"```{lang}\n{(EXAMPLES / name).read_text(encoding='utf-8').rstrip()}\n```" in guide, name
+
+
+def test_without_the_extra_serve_names_the_extra_and_exits_2(engine: Engine, installed: str, tmp_path: Path) -> None:
+    hide = "import sys; sys.modules['fastapi'] = None; from esmem.cli.main import main; sys.argv[0] = 'esmem'; main()"
+    run = subprocess.run([sys.executable, "-c", hide, "--url", engine.url, "--prefix", installed, "serve", "--keys",
+                          str(tmp_path / "keys.json")], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines() == ["error: esmem serve needs FastAPI and uvicorn: pip install 'esmem[serve]'"]
