@@ -19,6 +19,10 @@ class InvalidItem(InvalidInput):
         self.reason = reason
 
 
+class Unsupported(EsmemError, NotImplementedError):
+    """An operation esmem does not offer (e.g. a time-to-live on a LangGraph store item)."""
+
+
 class ConfigError(EsmemError, ValueError):
     """A configuration value (half-life, kind policy, scorer) is invalid."""
 

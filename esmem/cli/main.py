@@ -651,9 +651,10 @@ def _register() -> None:
     from esmem.cli.grant import grant_cmd, revoke_cmd
     from esmem.cli.mcp import mcp_cmd
     from esmem.cli.semantic import embed_cmd, merge_pairs_cmd
+    from esmem.cli.serve import serve_cmd, serve_key_cmd
 
     for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd, embed_cmd,
-                    merge_pairs_cmd):
+                    merge_pairs_cmd, serve_cmd, serve_key_cmd):
         cli.add_command(command)
 
 

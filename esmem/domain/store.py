@@ -14,7 +14,7 @@ from esmem.domain.importance import Scorer, rule_scorer
 from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
-from esmem.domain.recaller import Recaller
+from esmem.domain.recaller import MAX_K, Recaller
 from esmem.domain import repair, review
 from esmem.domain.reheat import flush_all
 from esmem.domain.repair import Finding
@@ -22,7 +22,9 @@ from esmem.domain.review import Pending
 from esmem.domain.types import Memory, MemoryInput, RecallResult, WriteResult
 from esmem.domain.validate import Limits
 from esmem.domain.writer import Writer
-from esmem.index.catalog import Catalog
+from esmem.errors import InvalidInput
+from esmem.index.catalog import Catalog, Search
+from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.values import utcnow
 
@@ -46,6 +48,27 @@ class MemoryStore:
         self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock,
                              self.semantic, merge_judge)  # merge_judge: esmem/domain/merge_judge.py
         self.recaller = Recaller(self.catalog, params, clock, self.semantic, background_reheat)
+        # tombstones skip the merge look-up: each supersedes exactly the memory it names, and two
+        # tombstones never merge with each other or with a real memory
+        self._tombstones = Writer(self.catalog, MergePolicy(enabled=False), scorer, Limits(max_content_bytes, max_future),
+                                  clock, self.semantic)
+
+    @classmethod
+    def connect(cls, target: "str | ConnectionConfig | Engine | None" = None, prefix: str = "esmem",
+                **options: Any) -> "MemoryStore":
+        """The one-line way in: a store over the cluster at `target` (a URL, a ConnectionConfig or an
+        Engine); None reads ESMEM_URL and the other ESMEM_* connection variables, as the CLI does. A URL
+        keeps the credentials and TLS options of the environment. An index installed with an embedder
+        gets it loaded (as the CLI does) unless `embedder=` is given; `options` go to the constructor."""
+        from esmem.domain.hybrid import embedder_for
+
+        if isinstance(target, Engine):
+            engine = target
+        else:
+            engine = Engine(target if isinstance(target, ConnectionConfig) else ConnectionConfig.from_env(url=target))
+        if "embedder" not in options:
+            options["embedder"] = embedder_for(engine, prefix)
+        return cls(engine, prefix, **options)
 
     def __enter__(self) -> "MemoryStore":
         return self
@@ -110,6 +133,28 @@ class MemoryStore:
     def history(self, namespace: str, memory_id: str) -> list[Memory]:
         self.flush()
         return self.recaller.history(namespace, memory_id)
+
+    def recent(self, namespace: str, limit: int = 20) -> list[Memory]:
+        """The `limit` (1..1000) newest active memories of a namespace, newest first (no reheat)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_K:
+            raise InvalidInput(f"limit must be an integer in 1..{MAX_K}, got {limit!r}")
+        self.flush()
+        resp = self.catalog.search(Search("recent", {"namespace": namespace, "size": limit}, routing=namespace))
+        return [Memory.from_hit(h["_id"], h["_source"]) for h in resp["hits"]["hits"]]
+
+    def forget(self, namespace: str, memory_id: str, *, reason: str | None = None) -> Memory:
+        """Stop recalling a memory: a tombstone supersedes it (nothing is deleted), so recall and
+        context no longer return it, `history` still shows it and `restore` brings it back. Returns
+        the tombstone, which keeps the memory's `external_id` (a caller's key then names the tombstone).
+        Only an active memory can be forgotten (`InvalidInput` otherwise)."""
+        target = self.get(namespace, memory_id)
+        if target.status != "active":
+            raise InvalidInput(f"memory {memory_id} is {target.status}, not active: nothing to forget")
+        note = f"Forgotten at the user's request{': ' + reason.strip() if reason and reason.strip() else ''}"
+        r = self._tombstones.write([MemoryInput(note, namespace, kind=target.kind, importance=1, source="agent",
+                                                supersedes=memory_id, metadata={"tombstone": True},
+                                                external_id=target.external_id)])[0]
+        return self.get(namespace, r.id)
 
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
         self.flush()

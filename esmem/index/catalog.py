@@ -14,6 +14,7 @@ from urllib.parse import quote
 from esmem.errors import EngineError, NotFound
 from esmem.index.engine import Engine, ndjson, parameter_error
 from esmem.index.install import Names, require_installed
+from esmem.index.refresh import refreshes
 from esmem.index.scripted import scripted_bulk
 
 
@@ -182,7 +183,9 @@ class Catalog:
                             {"routing": namespace, "refresh": "true", "retry_on_conflict": 3})
 
     def refresh(self) -> None:
-        self.engine.request("POST", f"/{self.alias}/_refresh")
+        """Make every write acknowledged so far searchable (refreshes shared with the process's other
+        callers: esmem/index/refresh.py)."""
+        refreshes(self.engine, self.alias)()
 
     def checkpoint(self) -> Checkpoint | None:
         """Where the index's sequence numbers stand; None when the cluster does not say (e.g. a role
