@@ -245,6 +245,7 @@ def test_a_shared_index_without_the_guard_is_no_confinement(tenants: Tenants, sh
     b_sees = agents[B].request("POST", f"/{alias}/_search", {"query": {"match": {"content": "attacker"}}})
     assert sorted(h["_id"] for h in b_sees["hits"]["hits"]) == sorted(["planted", b_id])  # both now B's
     _forbidden(lambda: agents[A].request("DELETE", f"/{alias}/_doc/{b_id}", params={"routing": B}))
+    _forbidden(lambda: agents[A].request("POST", f"/{alias}/_delete_by_query", {"query": {"match_all": {}}}))
 
 
 # -- reads: aggregations and term vectors -----------------------------------------------------------
