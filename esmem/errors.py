@@ -76,6 +76,19 @@ class NotFound(EngineError):
     """A document, alias or script does not exist."""
 
 
+class IdTaken(EsmemError):
+    """A memory's id holds a document this write would not store (`fields` differ, or the caller cannot
+    read it): another writer created it first, or an idempotency key was used for another memory."""
+
+    def __init__(self, doc_id: str, fields: list[str]):
+        what = (f"a different memory ({', '.join(fields)} differ)" if fields
+                else "a document these credentials cannot read")
+        super().__init__(f"memory id {doc_id} already holds {what}: another writer created it, or the "
+                         "idempotency key was used for another memory; nothing of this batch was written")
+        self.id = doc_id
+        self.fields = fields
+
+
 class VersionConflict(EngineError):
     """An optimistic-concurrency write lost the race (if_seq_no / if_primary_term)."""
 

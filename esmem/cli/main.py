@@ -99,10 +99,15 @@ def engine() -> None:
 @click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True,
               help="Form a cluster of this many nodes on 127.0.0.1.")
 @click.option("--secure", is_flag=True, help="One 2.19 node with the security plugin: TLS, users, document-level security.")
-def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool) -> None:
+@click.option("--no-guard", "guard", flag_value=False, default=True,
+              help="With --secure: leave out esmem's guard plugin (a stock security plugin, as managed clusters run).")
+def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool,
+              guard: bool) -> None:
     """Start the node(s) in the background; print the URL (of the first node) as the last line."""
+    if not guard and not secure:
+        raise InvalidInput("--no-guard goes with --secure")
     err.print(f"starting the embedded {flavour} (the first start fetches its jars, or builds it with Maven)...")
-    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure)
+    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure, guard=guard)
     if running.secure:
         err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
                   highlight=False)
@@ -168,7 +173,7 @@ def engine_status(flavour: str) -> None:
     running = embedded.read_state(embedded.state_dir(flavour))
     status = embedded.running_health(running) if running else None
     if running and status:
-        click.echo(f"{running.url} {status} (pid {', '.join(map(str, running.pids))}{', secured' if running.secure else ''})")
+        click.echo(f"{running.url} {status} (pid {', '.join(map(str, running.pids))}{', secured' if running.secure else ''}{'' if running.guard else ', no guard'})")
         return
     fail(f"the embedded {flavour} is not running", 1)
 

@@ -24,8 +24,8 @@ from esmem.domain.merge import Candidate, Decision, Mergeable, MergePolicy, coul
 from esmem.domain.novelty import Novelty
 from esmem.domain.merge_judge import MergeJudge, verdicts
 from esmem.domain.types import Memory, MemoryInput, WriteResult
-from esmem.domain.validate import Limits, document
-from esmem.errors import EngineError, InvalidInput, InvalidItem
+from esmem.domain.validate import Limits, differences, document
+from esmem.errors import EngineError, IdTaken, InvalidInput, InvalidItem
 from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.values import iso
 
@@ -279,6 +279,9 @@ class Writer:
         if not self.merge.enabled and not any(d.get("supersedes") for _, d in pairs):
             return list(zip([i for i, _ in pairs], self._write_plain(pairs, dry_run))), None
         found = self._existing(pairs)
+        for doc_id, d in pairs:  # a stored id is a replay only if it holds what this write would store
+            if doc_id in found and (fields := differences(found[doc_id], d)):
+                raise IdTaken(doc_id, fields)
         fresh = [i for i, _ in pairs if i not in found]
         head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
         # One round trip for what the batch needs to know: writes absorbed as duplicates, retires
@@ -359,21 +362,28 @@ class Writer:
         return [WriteResult("added", i, replayed=i in existed) for i, _ in pairs]
 
     def _create(self, docs: Sequence[tuple[str, Mapping[str, Any]]], *, refresh: str | None = None,
-                retired: Sequence[tuple[str, str, str]] = ()) -> set[str]:
-        """Create-if-absent in one `_bulk`: the ids that already existed. If the engine rejects any
-        document, the ones this call created are deleted and the `retired` (namespace, target, winner)
-        are made active again: nothing of the batch remains."""
+                retired: Sequence[tuple[str, str, str]] = ()) -> dict[str, dict[str, Any]]:
+        """Create-if-absent in one `_bulk`: the stored documents of the ids that already existed, each
+        one what this write would store (a replay). If the engine rejects any document, or an id holds
+        another document or one these credentials cannot read (`IdTaken`), the ones this call created
+        are deleted and the `retired` (namespace, target, winner) are made active again: nothing of
+        the batch remains."""
         out = self.catalog.create(docs, refresh=refresh)
         for seq_no in out.seq_nos:
             self._wrote(seq_no)
-        if out.errors:
-            routing = {i: d["namespace"] for i, d in docs}
-            self.catalog.delete([(i, routing[i]) for i in out.created])
+        mine = dict(docs)
+        existed = self.catalog.mget([(i, mine[i]["namespace"]) for i in sorted(out.existed)])
+        taken = next(((i, differences(existed[i], mine[i]) if i in existed else []) for i in sorted(out.existed)
+                      if i not in existed or differences(existed[i], mine[i])), None)
+        if out.errors or taken:
+            self.catalog.delete([(i, mine[i]["namespace"]) for i in out.created])
             self.scripted([ScriptOp(ns, target, "unretire", {"winner": winner}) for ns, target, winner in retired])
             self.catalog.refresh()
+            if taken:
+                raise IdTaken(*taken)
             raise EngineError(f"the engine rejected {len(out.errors)} of {len(docs)} memories of a batch "
                               f"({out.errors[0]}); none of that batch was kept")
-        return out.existed
+        return existed
 
     def _existing(self, pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
         """The documents already stored under these ids (a replay, a retry, a resumed import)."""
@@ -458,11 +468,11 @@ class Writer:
                 body.update(_uncertain_link(d, dec.targets[0]))
             docs.append((doc_id, body))
         creating = [(i, d) for i, d, _ in mems if i in final]
-        existed: set[str] = set()
+        existed: dict[str, dict[str, Any]] = {}
         if docs:
             retired = [(d["namespace"], t, i) for i, d in creating for t in kept[i]]
             existed = self._create(docs, retired=retired)
-        # Another writer created the same id first (identical content and valid_from): this write is a
+        # Another writer created the same id first (the same memory: `_create` checked it): this write is a
         # replay of what it stored. What this write retired for the id before it learnt so is linked
         # from the stored memory, which the retire names as successor (`link` adds, never overwrites).
         self.scripted([ScriptOp(d["namespace"], i, "link", {"loser": t}) for i, d in creating if i in existed
@@ -470,7 +480,7 @@ class Writer:
         for doc_id, d in creating:
             dec = final[doc_id]
             if doc_id in existed:
-                results[doc_id] = self._replayed(doc_id, self._existing([(doc_id, d)])[doc_id], False)
+                results[doc_id] = self._replayed(doc_id, existed[doc_id], False)
             elif dec.action == "outdated":
                 self._link(d["namespace"], dec.targets[0].id, doc_id)
                 results[doc_id] = self._result(doc_id, dec)

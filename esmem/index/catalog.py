@@ -125,11 +125,15 @@ class Catalog:
         return resp if resp.get("found") else None
 
     def mget(self, keys: Sequence[tuple[str, str]]) -> dict[str, dict[str, Any]]:
-        """The `_source` of the documents that exist among (id, namespace) pairs."""
+        """The `_source` of the documents that exist among (id, namespace) pairs; a document the engine
+        failed to read (refused, a shard down) raises rather than counting as absent."""
         if not keys:
             return {}
         resp = self.engine.request("POST", f"/{self.alias}/_mget", {
             "docs": [{"_id": i, "routing": ns} for i, ns in keys]})
+        failed = next((doc for doc in resp["docs"] if "error" in doc), None)
+        if failed:
+            raise EngineError(f"reading memory {failed['_id']} failed: {failed['error']}")
         return {doc["_id"]: doc["_source"] for doc in resp["docs"] if doc.get("found")}
 
     def create(self, docs: Sequence[tuple[str, Mapping[str, Any]]], *, refresh: str | None = None) -> Created:
