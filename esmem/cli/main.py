@@ -358,19 +358,53 @@ def explain(ctx: click.Context, query: str | None, messages_path: str | None, na
         print_result(res, explain=True)
 
 
+@cli.command("export")
+@click.option("-n", "--namespace", "namespaces", multiple=True, required=True, help="A namespace (repeatable).")
+@click.option("--all-versions", is_flag=True, help="Every version (history, tombstones), not only active memories.")
+@click.option("--no-vectors", is_flag=True, help="Leave the embeddings out (the target re-embeds, or is lexical).")
+@click.pass_context
+def export_(ctx: click.Context, namespaces: tuple[str, ...], all_versions: bool, no_vectors: bool) -> None:
+    """Write the namespaces' memories to stdout as an export file (`esmem import --restore` reads it)."""
+    from rich.progress import Progress
+
+    from esmem.domain.export import selection
+
+    store = _store(ctx)
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("exporting", total=store.catalog.count_matching(selection(namespaces, all_versions)))
+        count = store.export(sys.stdout, namespaces, all_versions=all_versions, vectors=not no_vectors,
+                             progress=lambda n: bar.advance(task, n))
+    err.print(f"exported {count} memories")
+
+
 @cli.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("-n", "--namespace", default="default", show_default=True, help="For lines without one.")
 @click.option("--no-merge", is_flag=True, help="Index every line, no supersede-merge.")
 @click.option("--dry-run", is_flag=True, help="Decide without writing.")
+@click.option("--restore", "restore_", is_flag=True,
+              help="FILE is an `esmem export`: recreate its memories exactly (ids, links, statistics), no merge.")
 @click.pass_context
-def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool) -> None:
+def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool, restore_: bool) -> None:
     """Import memories from JSONL in file order (merge decisions batched with _msearch)."""
     from rich.progress import Progress
 
+    from esmem.domain.export import read_header
     from esmem.domain.merge import MergePolicy
     from esmem.domain.jsonl import read_jsonl
 
+    header = read_header(str(file))
+    if restore_ or header:
+        if not restore_:
+            fail(f"{file} is an esmem export: restore it with `esmem import --restore {file}`")
+        if dry_run or no_merge:
+            fail("--restore writes the file as exported: --dry-run and --no-merge do not apply")
+        store = _store(ctx)
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+            task = bar.add_task(f"restoring {file.name}", total=None)
+            done = store.restore_export(str(file), progress=lambda n: bar.advance(task, n))
+        click.echo(f"{done.restored} memories restored" + (f", {done.existed} already there" if done.existed else ""))
+        return
     items, line_of = read_jsonl(str(file), namespace)
     store = _store(ctx, merge=MergePolicy(enabled=not no_merge))
     done = [0]

@@ -6,7 +6,7 @@ Read: template params -> one `_msearch/template` call -> MMR -> recent-N -> rehe
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Sequence
+from typing import IO, Any, Callable, Iterable, Sequence
 
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import Fusion, Semantic
@@ -15,6 +15,7 @@ from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import Recaller
+from esmem.domain import export as exporting
 from esmem.domain import repair, review
 from esmem.domain.reheat import flush_all
 from esmem.domain.repair import Finding
@@ -146,3 +147,17 @@ class MemoryStore:
         successor = self.get(namespace, old.superseded_by) if old.superseded_by and old.status != "active" else None
         self.writer.restore(old, successor, retire_successor=retire_successor)
         return self.get(namespace, memory_id)
+
+    # -- lifecycle: export / restore ------------------------------------------------------------
+    def export(self, out: IO[str], namespaces: Sequence[str], *, all_versions: bool = False, vectors: bool = True,
+               progress: Callable[[int], None] | None = None) -> int:
+        """Write the namespaces' memories to `out` in the export format (esmem/domain/export.py),
+        streamed; active ones only unless `all_versions`. How many memories were written."""
+        self.flush()
+        return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
+                                vectors=vectors, progress=progress)
+
+    def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None) -> exporting.Restored:
+        """Create the memories of an export file exactly as exported (ids, links, statistics), no merge;
+        the file is checked whole first, and running it again resumes."""
+        return exporting.restore(self.catalog, path, progress=progress)
