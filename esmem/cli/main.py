@@ -434,6 +434,36 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
                f"{counts['uncertain']} uncertain" + (f", {replayed} already imported" if replayed else ""))
 
 
+@cli.command()
+@click.option("-n", "--namespace", "namespaces", multiple=True,
+              help="Erase this namespace (repeatable); with --entity or --ids: only within it.")
+@click.option("--entity", default=None, help="Every memory that names or mentions this entity.")
+@click.option("--ids", "ids", multiple=True, help="These memory ids (repeatable, or comma-separated).")
+@click.option("--dry-run", is_flag=True, help="List what would be erased; erase nothing.")
+@click.option("--yes", is_flag=True, help="Confirm: erasing cannot be undone.")
+@click.pass_context
+def erase(ctx: click.Context, namespaces: tuple[str, ...], entity: str | None, ids: tuple[str, ...],
+          dry_run: bool, yes: bool) -> None:
+    """Delete memories for good (every version), print the proof (a count that must be 0) and keep an
+    audit record without content. Refuses without --yes."""
+    store = _store(ctx)
+    wanted = [i for arg in ids for i in arg.split(",") if i.strip()]
+    if not dry_run and not yes:
+        preview = store.erase(namespaces=namespaces, entity=entity, ids=wanted, dry_run=True)
+        fail(f"this would erase {preview.covered} memories for good: add --yes to confirm "
+             "(--dry-run lists them)")
+    done = store.erase(namespaces=namespaces, entity=entity, ids=wanted, dry_run=dry_run)
+    if dry_run:
+        for i in done.ids:
+            click.echo(i)
+        click.echo(f"(dry run) {done.covered} memories would be erased")
+        return
+    click.echo(f"erased {done.deleted} memories (selector: {done.selector}); "
+               f"still matching after refresh: {done.remaining}; audit record {done.audit_id}")
+    if done.remaining:
+        sys.exit(1)
+
+
 # -- history / restore -------------------------------------------------------------------------
 @cli.command()
 @click.argument("memory_id")

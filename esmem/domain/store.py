@@ -15,6 +15,7 @@ from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import Recaller
+from esmem.domain import erase as erasing
 from esmem.domain import export as exporting
 from esmem.domain import repair, review
 from esmem.domain.reheat import flush_all
@@ -161,3 +162,13 @@ class MemoryStore:
         """Create the memories of an export file exactly as exported (ids, links, statistics), no merge;
         the file is checked whole first, and running it again resumes."""
         return exporting.restore(self.catalog, path, progress=progress)
+
+    # -- lifecycle: erase -----------------------------------------------------------------------
+    def erase(self, *, namespaces: Sequence[str] = (), entity: str | None = None, ids: Sequence[str] = (),
+              dry_run: bool = False) -> erasing.Erased:
+        """Delete for good every memory the selector names (namespaces; an entity, named or mentioned;
+        ids) and every version linked to them, then count again (`remaining`, 0: the proof) and keep
+        an audit record without content (esmem/domain/erase.py). A dry run only lists them."""
+        self.flush()  # queued reheat write-backs land before the delete, not against deleted documents
+        return erasing.erase(self.catalog, now=self.clock(), namespaces=namespaces, entity=entity, ids=ids,
+                             dry_run=dry_run)
