@@ -464,6 +464,45 @@ def erase(ctx: click.Context, namespaces: tuple[str, ...], entity: str | None, i
         sys.exit(1)
 
 
+@cli.command("retention")
+@click.option("--policy", "policy_path", required=True, help="The policy file (.toml/.json) with a [retention] table.")
+@click.option("-n", "--namespace", "namespaces", multiple=True, help="Only these namespaces (default: all).")
+@click.option("--dry-run", is_flag=True, help="List what would be erased; erase nothing.")
+@click.option("--yes", is_flag=True, help="Confirm: erasing cannot be undone.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a summary.")
+@click.pass_context
+def retention_cmd(ctx: click.Context, policy_path: str, namespaces: tuple[str, ...], dry_run: bool, yes: bool,
+                  as_json: bool) -> None:
+    """Erase what the policy's [retention] rules say has been kept long enough (pinned memories never)."""
+    from collections import Counter
+
+    from esmem.domain.policy import load_policy
+
+    policy = load_policy(policy_path)
+    if policy.retention_rules.empty:
+        fail(f"{policy_path} has no [retention] rule: nothing would ever be erased")
+    store = _store(ctx)
+    if dry_run or not yes:
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for d in store.retention_due(policy, namespaces):
+            counts[(d.kind, d.status, d.rule)] += 1
+            if as_json and dry_run:
+                click.echo(json.dumps(asdict(d), ensure_ascii=False))
+        total = sum(counts.values())
+        if not dry_run:
+            fail(f"this would erase {total} memories for good: add --yes to confirm (--dry-run lists them)")
+        if not as_json:
+            for (kind, status, rule), n in sorted(counts.items()):
+                click.echo(f"{n:>8}  {kind:<10} {status:<10} ({rule})")
+            click.echo(f"(dry run) {total} memories would be erased")
+        return
+    done = store.apply_retention(policy, namespaces)
+    click.echo(f"erased {done.deleted} memories; still due after refresh: {done.remaining}; "
+               f"audit record {done.audit_id}")
+    if done.remaining:
+        sys.exit(1)
+
+
 # -- history / restore -------------------------------------------------------------------------
 @cli.command()
 @click.argument("memory_id")

@@ -6,18 +6,19 @@ Read: template params -> one `_msearch/template` call -> MMR -> recent-N -> rehe
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import IO, Any, Callable, Iterable, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.importance import Scorer, rule_scorer
 from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
+from esmem.domain.policy import DecayPolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import Recaller
 from esmem.domain import erase as erasing
 from esmem.domain import export as exporting
-from esmem.domain import repair, review
+from esmem.domain import repair, retention, review
 from esmem.domain.reheat import flush_all
 from esmem.domain.repair import Finding
 from esmem.domain.review import Pending
@@ -172,3 +173,16 @@ class MemoryStore:
         self.flush()  # queued reheat write-backs land before the delete, not against deleted documents
         return erasing.erase(self.catalog, now=self.clock(), namespaces=namespaces, entity=entity, ids=ids,
                              dry_run=dry_run)
+
+    # -- lifecycle: retention -------------------------------------------------------------------
+    def retention_due(self, policy: DecayPolicy, namespaces: Sequence[str] = ()) -> Iterator[retention.Due]:
+        """The memories the policy's [retention] rules erase now (pinned ones never), streamed."""
+        self.flush()
+        return retention.due(self.catalog, policy.retention_rules, self.clock(), policy.params().importance_floor,
+                             policy.evergreen_kinds, namespaces)
+
+    def apply_retention(self, policy: DecayPolicy, namespaces: Sequence[str] = ()) -> retention.Applied:
+        """Erase what `retention_due` lists (delete-by-query, sliced), count again and audit the run."""
+        self.flush()
+        return retention.apply(self.catalog, policy.retention_rules, self.clock(),
+                               policy.params().importance_floor, policy.evergreen_kinds, namespaces)
