@@ -28,7 +28,7 @@ POLICY = {"evergreen_kinds": ["rule"],
           "retention": {"retired": "90d", "retired_by_kind": {"intent": "7d", "fact": "none"}, "ttl": {"event": "365d"}}}
 
 
-def _generated(topics: int = 1000, seed: int = 7, now: datetime = NOW) -> dict[str, dict[str, Any]]:
+def _generated(topics: int = 4000, seed: int = 7, now: datetime = NOW) -> dict[str, dict[str, Any]]:
     """Memories with 0-3 older versions each, over two years: some evergreen, some pinned by importance,
     some versions retired instead of superseded, some without invalid_at."""
     rnd = random.Random(seed)
