@@ -49,7 +49,7 @@ def test_the_operations_page_runs_as_written(engine: Engine, installed: str, tmp
         return done.stdout
 
     export, erase, retention = _blocks("bash")
-    (python,) = _blocks("python")
+    python, tracing = _blocks("python")
     (toml,) = _blocks("toml")
     try:
         out = run(SHELL + export, "bash", "-c")
@@ -70,5 +70,8 @@ def test_the_operations_page_runs_as_written(engine: Engine, installed: str, tmp
         assert "erased 1 memories; still due after refresh: 0" in out
         seats = store.recall("aisle seats", "alice", 1, touch=False).items[0].memory
         assert [m.content for m in store.history("alice", seats.id)] == ["Alice now prefers aisle seats"]
+
+        names = [line.split()[0] for line in run(tracing, sys.executable, "-c").splitlines()]
+        assert names[0] == "esmem.recall" and {"esmem.recall.search", "esmem.recall.rank", "esmem.engine"} <= set(names)
     finally:
         uninstall(engine, copy)
