@@ -94,3 +94,6 @@ def test_the_cli_refuses_without_yes_and_prints_the_proof(engine: Engine, instal
     done = runner.invoke(cli, [*base, "--yes"])
     assert done.exit_code == 0 and "erased 4 memories" in done.stdout and "after refresh: 0" in done.stdout
     assert store.count(None, status=None) == 3
+    audit = runner.invoke(cli, ["--url", engine.url, "--prefix", installed, "audit"])
+    (record,) = [json.loads(line) for line in audit.stdout.splitlines()]
+    assert record["selector"] == "entity" and record["deleted"] == 4 and "Zed" not in audit.stdout

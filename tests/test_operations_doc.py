@@ -2,6 +2,7 @@
 checkout, the Python block as a script) against an installed prefix, and do what the page says."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -62,6 +63,8 @@ def test_the_operations_page_runs_as_written(engine: Engine, installed: str, tmp
         out = run(SHELL + erase, "bash", "-c")
         assert "(dry run) 1 memories would be erased" in out
         assert out.count("still matching after refresh: 0") == 2
+        audit = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        assert [(r["selector"], r["deleted"]) for r in audit] == [("namespace", 2), ("entity", 1)]
         assert store.count(None, status=None) == 3 and store.count("bob", status=None) == 0
 
         (tmp_path / "retention.toml").write_text(toml, encoding="utf-8")

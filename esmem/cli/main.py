@@ -402,7 +402,8 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
         store = _store(ctx)
         with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
             task = bar.add_task(f"restoring {file.name}", total=None)
-            done = store.restore_export(str(file), progress=lambda n: bar.advance(task, n))
+            done = store.restore_export(str(file), progress=lambda n: bar.advance(task, n),
+                                        total=lambda n: bar.update(task, total=n))
         click.echo(f"{done.restored} memories restored" + (f", {done.existed} already there" if done.existed else ""))
         return
     items, line_of = read_jsonl(str(file), namespace)
@@ -501,6 +502,16 @@ def retention_cmd(ctx: click.Context, policy_path: str, namespaces: tuple[str, .
                f"audit record {done.audit_id}")
     if done.remaining:
         sys.exit(1)
+
+
+@cli.command("audit")
+@click.option("--last", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.pass_context
+def audit_cmd(ctx: click.Context, last: int) -> None:
+    """Print the erase and retention audit records (JSON lines, newest first): when, which selector
+    (SHA-256 digests of its values), how many memories went and how many still matched."""
+    for record in _store(ctx).catalog.audit_records(last):
+        click.echo(json.dumps(record, ensure_ascii=False))
 
 
 # -- history / restore -------------------------------------------------------------------------

@@ -148,12 +148,14 @@ def _check_memory(obj: Any, where: str) -> tuple[str, dict[str, Any]]:
     return doc_id, doc
 
 
-def restore(catalog: Catalog, path: str, *, batch_size: int = 500,
-            progress: Callable[[int], None] | None = None) -> Restored:
+def restore(catalog: Catalog, path: str, *, batch_size: int = 500, progress: Callable[[int], None] | None = None,
+            total: Callable[[int], None] | None = None) -> Restored:
     """Create every document of an export file under its own id, as it was stored. The whole file is
-    checked before the first write; an id already taken is left as it is (a resumed restore)."""
-    for _ in records(path):  # the check pass: a bad line fails before anything is written
-        pass
+    checked before the first write (`total(n)`: it holds n memories); an id already taken is left as
+    it is (a resumed restore)."""
+    n = sum(1 for _ in records(path))  # the check pass: a bad line fails before anything is written
+    if total:
+        total(n)
     restored = existed = 0
     batch: list[tuple[int, str, dict[str, Any]]] = []
 

@@ -159,10 +159,11 @@ class MemoryStore:
         return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
                                 vectors=vectors, progress=progress)
 
-    def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None) -> exporting.Restored:
+    def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None,
+                       total: Callable[[int], None] | None = None) -> exporting.Restored:
         """Create the memories of an export file exactly as exported (ids, links, statistics), no merge;
-        the file is checked whole first, and running it again resumes."""
-        return exporting.restore(self.catalog, path, progress=progress)
+        the file is checked whole first (`total`: how many it holds), and running it again resumes."""
+        return exporting.restore(self.catalog, path, progress=progress, total=total)
 
     # -- lifecycle: erase -----------------------------------------------------------------------
     def erase(self, *, namespaces: Sequence[str] = (), entity: str | None = None, ids: Sequence[str] = (),
