@@ -62,6 +62,7 @@ POLICY = {
     "evergreen_kinds": "kinds that never decay and are pinned",
     "rho": "reheat share (as the recall key)",
     "recall": "table of any recall key above",
+    "retention": "table: `retired`, `retired_by_kind`, `ttl` — what `esmem retention` erases (nothing unless set)",
 }
 MERGE = {
     "enabled": "supersede-merge on write (`--no-merge` turns it off)",
@@ -70,6 +71,7 @@ MERGE = {
     "candidates": "active memories the write-time look-up reads",
     "events": "kinds of happenings: replaced only by a reschedule, cancellation or correction",
     "never_supersede": "kinds that are only ever de-duplicated",
+    "same_meaning": "with an embedder: cosine from which a text with a change cue is on its candidate's topic",
 }
 FUSION = {
     "method": "`convex` ((1 − w)·minmax(BM25 leg) + w·minmax(kNN leg)) or `rrf`",

@@ -395,19 +395,54 @@ def explain(ctx: click.Context, query: str | None, messages_path: str | None, na
         print_result(res, explain=True)
 
 
+@cli.command("export")
+@click.option("-n", "--namespace", "namespaces", multiple=True, required=True, help="A namespace (repeatable).")
+@click.option("--all-versions", is_flag=True, help="Every version (history, tombstones), not only active memories.")
+@click.option("--no-vectors", is_flag=True, help="Leave the embeddings out (the target re-embeds, or is lexical).")
+@click.pass_context
+def export_(ctx: click.Context, namespaces: tuple[str, ...], all_versions: bool, no_vectors: bool) -> None:
+    """Write the namespaces' memories to stdout as an export file (`esmem import --restore` reads it)."""
+    from rich.progress import Progress
+
+    from esmem.domain.export import selection
+
+    store = _store(ctx)
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("exporting", total=store.catalog.count_matching(selection(namespaces, all_versions)))
+        count = store.export(sys.stdout, namespaces, all_versions=all_versions, vectors=not no_vectors,
+                             progress=lambda n: bar.advance(task, n))
+    err.print(f"exported {count} memories")
+
+
 @cli.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("-n", "--namespace", default="default", show_default=True, help="For lines without one.")
 @click.option("--no-merge", is_flag=True, help="Index every line, no supersede-merge.")
 @click.option("--dry-run", is_flag=True, help="Decide without writing.")
+@click.option("--restore", "restore_", is_flag=True,
+              help="FILE is an `esmem export`: recreate its memories exactly (ids, links, statistics), no merge.")
 @click.pass_context
-def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool) -> None:
+def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool, restore_: bool) -> None:
     """Import memories from the JSONL FILE in file order (merge decisions batched with _msearch)."""
     from rich.progress import Progress
 
+    from esmem.domain.export import read_header
     from esmem.domain.merge import MergePolicy
     from esmem.domain.jsonl import read_jsonl
 
+    header = read_header(str(file))
+    if restore_ or header:
+        if not restore_:
+            fail(f"{file} is an esmem export: restore it with `esmem import --restore {file}`")
+        if dry_run or no_merge:
+            fail("--restore writes the file as exported: --dry-run and --no-merge do not apply")
+        store = _store(ctx)
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+            task = bar.add_task(f"restoring {file.name}", total=None)
+            done = store.restore_export(str(file), progress=lambda n: bar.advance(task, n),
+                                        total=lambda n: bar.update(task, total=n))
+        click.echo(f"{done.restored} memories restored" + (f", {done.existed} already there" if done.existed else ""))
+        return
     items, line_of = read_jsonl(str(file), namespace)
     store = _store(ctx, merge=MergePolicy(enabled=not no_merge))
     done = [0]
@@ -435,6 +470,85 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
     click.echo(f"{'(dry run) ' if dry_run else ''}{len(results)} memories: {counts['added']} added, "
                f"{counts['superseded']} merged, {counts['duplicate']} duplicate, {counts['outdated']} outdated, "
                f"{counts['uncertain']} uncertain" + (f", {replayed} already imported" if replayed else ""))
+
+
+@cli.command()
+@click.option("-n", "--namespace", "namespaces", multiple=True,
+              help="Erase this namespace (repeatable); with --entity or --ids: only within it.")
+@click.option("--entity", default=None, help="Every memory that names or mentions this entity.")
+@click.option("--ids", "ids", multiple=True, help="These memory ids (repeatable, or comma-separated).")
+@click.option("--dry-run", is_flag=True, help="List what would be erased; erase nothing.")
+@click.option("--yes", is_flag=True, help="Confirm: erasing cannot be undone.")
+@click.pass_context
+def erase(ctx: click.Context, namespaces: tuple[str, ...], entity: str | None, ids: tuple[str, ...],
+          dry_run: bool, yes: bool) -> None:
+    """Delete memories for good (every version), print the proof (a count that must be 0) and keep an
+    audit record without content. Refuses without --yes."""
+    store = _store(ctx)
+    wanted = [i for arg in ids for i in arg.split(",") if i.strip()]
+    if not dry_run and not yes:
+        preview = store.erase(namespaces=namespaces, entity=entity, ids=wanted, dry_run=True)
+        fail(f"this would erase {preview.covered} memories for good: add --yes to confirm "
+             "(--dry-run lists them)")
+    done = store.erase(namespaces=namespaces, entity=entity, ids=wanted, dry_run=dry_run)
+    if dry_run:
+        for i in done.ids:
+            click.echo(i)
+        click.echo(f"(dry run) {done.covered} memories would be erased")
+        return
+    click.echo(f"erased {done.deleted} memories (selector: {done.selector}); "
+               f"still matching after refresh: {done.remaining}; audit record {done.audit_id}")
+    if done.remaining:
+        sys.exit(1)
+
+
+@cli.command("retention")
+@click.option("--policy", "policy_path", required=True, help="The policy file (.toml/.json) with a [retention] table.")
+@click.option("-n", "--namespace", "namespaces", multiple=True, help="Only these namespaces (default: all).")
+@click.option("--dry-run", is_flag=True, help="List what would be erased; erase nothing.")
+@click.option("--yes", is_flag=True, help="Confirm: erasing cannot be undone.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a summary.")
+@click.pass_context
+def retention_cmd(ctx: click.Context, policy_path: str, namespaces: tuple[str, ...], dry_run: bool, yes: bool,
+                  as_json: bool) -> None:
+    """Erase what the policy's [retention] rules say has been kept long enough (pinned memories never)."""
+    from collections import Counter
+
+    from esmem.domain.policy import load_policy
+
+    policy = load_policy(policy_path)
+    if policy.retention_rules.empty:
+        fail(f"{policy_path} has no [retention] rule: nothing would ever be erased")
+    store = _store(ctx)
+    if dry_run or not yes:
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for d in store.retention_due(policy, namespaces):
+            counts[(d.kind, d.status, d.rule)] += 1
+            if as_json and dry_run:
+                click.echo(json.dumps(asdict(d), ensure_ascii=False))
+        total = sum(counts.values())
+        if not dry_run:
+            fail(f"this would erase {total} memories for good: add --yes to confirm (--dry-run lists them)")
+        if not as_json:
+            for (kind, status, rule), n in sorted(counts.items()):
+                click.echo(f"{n:>8}  {kind:<10} {status:<10} ({rule})")
+            click.echo(f"(dry run) {total} memories would be erased")
+        return
+    done = store.apply_retention(policy, namespaces)
+    click.echo(f"erased {done.deleted} memories; still due after refresh: {done.remaining}; "
+               f"audit record {done.audit_id}")
+    if done.remaining:
+        sys.exit(1)
+
+
+@cli.command("audit")
+@click.option("--last", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.pass_context
+def audit_cmd(ctx: click.Context, last: int) -> None:
+    """Print the erase and retention audit records (JSON lines, newest first): when, which selector
+    (SHA-256 digests of its values), how many memories went and how many still matched."""
+    for record in _store(ctx).catalog.audit_records(last):
+        click.echo(json.dumps(record, ensure_ascii=False))
 
 
 # -- history / restore -------------------------------------------------------------------------

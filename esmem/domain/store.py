@@ -6,16 +6,19 @@ Read: template params -> one `_msearch/template` call -> MMR -> recent-N -> rehe
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.importance import Scorer, rule_scorer
 from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
+from esmem.domain.policy import DecayPolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.recaller import MAX_K, Recaller
-from esmem.domain import repair, review
+from esmem.domain import erase as erasing
+from esmem.domain import export as exporting
+from esmem.domain import repair, retention, review
 from esmem.domain.reheat import flush_all
 from esmem.domain.repair import Finding
 from esmem.domain.review import Pending
@@ -191,3 +194,41 @@ class MemoryStore:
         successor = self.get(namespace, old.superseded_by) if old.superseded_by and old.status != "active" else None
         self.writer.restore(old, successor, retire_successor=retire_successor)
         return self.get(namespace, memory_id)
+
+    # -- lifecycle: export / restore ------------------------------------------------------------
+    def export(self, out: IO[str], namespaces: Sequence[str], *, all_versions: bool = False, vectors: bool = True,
+               progress: Callable[[int], None] | None = None) -> int:
+        """Write the namespaces' memories to `out` in the export format (esmem/domain/export.py),
+        streamed; active ones only unless `all_versions`. How many memories were written."""
+        self.flush()
+        return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
+                                vectors=vectors, progress=progress)
+
+    def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None,
+                       total: Callable[[int], None] | None = None) -> exporting.Restored:
+        """Create the memories of an export file exactly as exported (ids, links, statistics), no merge;
+        the file is checked whole first (`total`: how many it holds), and running it again resumes."""
+        return exporting.restore(self.catalog, path, progress=progress, total=total)
+
+    # -- lifecycle: erase -----------------------------------------------------------------------
+    def erase(self, *, namespaces: Sequence[str] = (), entity: str | None = None, ids: Sequence[str] = (),
+              dry_run: bool = False) -> erasing.Erased:
+        """Delete for good every memory the selector names (namespaces; an entity, named or mentioned;
+        ids) and every version linked to them, then count again (`remaining`, 0: the proof) and keep
+        an audit record without content (esmem/domain/erase.py). A dry run only lists them."""
+        self.flush()  # queued reheat write-backs land before the delete, not against deleted documents
+        return erasing.erase(self.catalog, now=self.clock(), namespaces=namespaces, entity=entity, ids=ids,
+                             dry_run=dry_run)
+
+    # -- lifecycle: retention -------------------------------------------------------------------
+    def retention_due(self, policy: DecayPolicy, namespaces: Sequence[str] = ()) -> Iterator[retention.Due]:
+        """The memories the policy's [retention] rules erase now (pinned ones never), streamed."""
+        self.flush()
+        return retention.due(self.catalog, policy.retention_rules, self.clock(), policy.params().importance_floor,
+                             policy.evergreen_kinds, namespaces)
+
+    def apply_retention(self, policy: DecayPolicy, namespaces: Sequence[str] = ()) -> retention.Applied:
+        """Erase what `retention_due` lists (delete-by-query, sliced), count again and audit the run."""
+        self.flush()
+        return retention.apply(self.catalog, policy.retention_rules, self.clock(),
+                               policy.params().importance_floor, policy.evergreen_kinds, namespaces)

@@ -27,6 +27,7 @@ from esmem.domain.types import Memory, MemoryInput, WriteResult
 from esmem.domain.validate import Limits, differences, document
 from esmem.errors import EngineError, IdTaken, InvalidInput, InvalidItem
 from esmem.index.catalog import Catalog, ScriptOp, Search
+from esmem.tracing import carried, span
 from esmem.values import iso
 
 MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
@@ -138,12 +139,18 @@ class Writer:
         (cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
-        with paused_collector() if len(items) > batch_size else nullcontext():
-            return self._write(items, dry_run, batch_size, progress)
+        with span("esmem.remember", **{"esmem.memories": len(items), "esmem.dry_run": dry_run}) as traced, \
+                paused_collector() if len(items) > batch_size else nullcontext():
+            results = self._write(items, dry_run, batch_size, progress)
+            for action in ("added", "superseded", "duplicate", "outdated", "uncertain"):
+                traced.set_attribute(f"esmem.outcome.{action}", sum(r.action == action for r in results))
+            traced.set_attribute("esmem.replayed", sum(r.replayed for r in results))
+            return results
 
     def _write(self, items: Sequence[MemoryInput], dry_run: bool, batch_size: int,
                progress: Callable[[int], None] | None) -> list[WriteResult]:
-        pairs = self._prepare(items)
+        with span("esmem.remember.validate"):
+            pairs = self._prepare(items)
         self._known, self._mine, self._clean = {}, set(), None
         self._novelty = Novelty(self.merge, {(d["namespace"], d["kind"]) for _, d in pairs},
                                 min(10 * batch_size + 100, 10_000), self.semantic is not None) \
@@ -172,7 +179,7 @@ class Writer:
                 durable = self._took(pairs, batch, done, results, durable, progress)
                 ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
                 todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
-                finishing = pool.submit(finish) if finish and todo else None
+                finishing = pool.submit(carried(finish)) if finish and todo else None
                 if finish and not todo:  # the last batch (a single one starts no thread)
                     finish()
         if not self.merge.enabled and not dry_run:
@@ -308,7 +315,8 @@ class Writer:
             seen = clean if self.merge.enabled and head else None
         if searches and clean is None:
             self.catalog.refresh()  # the retires and restates of earlier batches are searchable
-        responses = self.catalog.msearch(searches, "merge lookup") if searches else []
+        with span("esmem.remember.lookup", **{"esmem.searches": len(searches)}):
+            responses = self.catalog.msearch(searches, "merge lookup") if searches else []
         # A batch that skipped look-ups decided on what was known up to the novelty's cover: its settle
         # step looks at what was written after that.
         settle_from = novelty.cover if skipped and novelty else seen
@@ -330,8 +338,12 @@ class Writer:
                 resumed[winner].append(loser)
         if self.merge.enabled:
             found_at = _groups(responses[2:], [len(g) for g in legs])
-            decisions = self._decide([(d, self._candidates(r, exclude=doc_id))
-                                      for (doc_id, d), r in zip(batch, found_at)])
+            with span("esmem.remember.decide", **{"esmem.memories": len(batch)}) as traced:
+                candidates = [(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(batch, found_at)]
+                decisions = self._decide(candidates)
+                traced.set_attribute("esmem.candidates", sum(len(c) for _, c in candidates))
+                for action in {dec.action for dec in decisions}:
+                    traced.set_attribute(f"esmem.decision.{action}", sum(dec.action == action for dec in decisions))
             # A look-up that finds the memory itself: another writer created it since `found` was read. It
             # is no candidate of its own (it would retire itself); the create will find it: a replay.
             decisions = [Decision("add") if any(h["_id"] == doc_id for resp in r for h in resp["hits"]["hits"])
