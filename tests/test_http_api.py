@@ -379,7 +379,7 @@ def test_serve_needs_a_keys_file_with_a_key(engine: Engine, installed: str, tmp_
 
 
 def test_the_http_guide_shows_the_examples_the_tests_run() -> None:
-    guide = (ROOT / "docs" / "guides" / "http.md").read_text(encoding="utf-8")
+    guide = (ROOT / "docs/guides/http.md").read_text(encoding="utf-8")
     for name, lang in (("remember_recall.sh", "sh"), ("remember_recall.mjs", "js")):
         assert f"```{lang}\n{(EXAMPLES / name).read_text(encoding='utf-8').rstrip()}\n```" in guide, name
 

@@ -542,7 +542,7 @@ def retention_cmd(ctx: click.Context, policy_path: str, namespaces: tuple[str, .
 
 
 @cli.command("audit")
-@click.option("--last", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.option("--last", type=click.IntRange(1, 10_000), default=100, show_default=True, help="How many of the newest audit records to print.")
 @click.pass_context
 def audit_cmd(ctx: click.Context, last: int) -> None:
     """Print the erase and retention audit records (JSON lines, newest first): when, which selector
