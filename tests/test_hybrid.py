@@ -255,3 +255,15 @@ def _lookup_and_pinned_hits(engine, stores) -> None:
                                   params={"routing": "u"})["hits"]["hits"]
             assert hits and all(h["_source"]["content"] for h in hits), template
             assert not any("embedding" in h["_source"] for h in hits), template
+
+
+def test_bench_hybrid_reports_embedding_wall_and_cpu_time(engine, prefix) -> None:
+    from esmem.apps.bench_hybrid import run_hybrid, summary
+
+    report = run_hybrid(engine, prefix, minilm(), size=60, namespaces=3, queries=4)
+    e = report["embedding"]
+    assert e["seconds"] > 0 and e["cpu_seconds"] > 0
+    assert e["memories_per_second"] == pytest.approx(60 / e["seconds"])
+    assert report["ingest"]["vectors"]["bytes_per_memory"] > report["ingest"]["lexical"]["bytes_per_memory"]
+    rows = dict(summary(report))
+    assert "CPU-s for 60" in rows["embedding, memories"] and "p50" in rows["embedding, one query"]
