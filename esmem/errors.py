@@ -19,6 +19,10 @@ class InvalidItem(InvalidInput):
         self.reason = reason
 
 
+class Unsupported(EsmemError, NotImplementedError):
+    """An operation esmem does not offer (e.g. a time-to-live on a LangGraph store item)."""
+
+
 class ConfigError(EsmemError, ValueError):
     """A configuration value (half-life, kind policy, scorer) is invalid."""
 
@@ -70,6 +74,19 @@ class UnsupportedEngine(EngineError):
 
 class NotFound(EngineError):
     """A document, alias or script does not exist."""
+
+
+class IdTaken(EsmemError):
+    """A memory's id holds a document this write would not store (`fields` differ, or the caller cannot
+    read it): another writer created it first, or an idempotency key was used for another memory."""
+
+    def __init__(self, doc_id: str, fields: list[str]):
+        what = (f"a different memory ({', '.join(fields)} differ)" if fields
+                else "a document these credentials cannot read")
+        super().__init__(f"memory id {doc_id} already holds {what}: another writer created it, or the "
+                         "idempotency key was used for another memory; nothing of this batch was written")
+        self.id = doc_id
+        self.fields = fields
 
 
 class VersionConflict(EngineError):

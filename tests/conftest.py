@@ -1,14 +1,21 @@
-"""Which real engines the suite runs on: ESMEM_URL -> testcontainers (when Docker answers) -> embedded.
+"""Which real engines the suite runs on: ESMEM_URL, else the engines ESMEM_TEST_ENGINES names, else
+containers (when a Docker API answers), else the embedded engines.
 
-Every engine found is a parameter of the `engine_url` fixture, so the contract suite runs once per
-engine, and the run ends with one summary line per engine. The embedded engines are every flavour
-of `esmem.engines.embedded.FLAVOURS` (OpenSearch 2.19 and 3.x; ESMEM_TEST_ENGINES narrows the list): one
-already running in its ESMEM_HOME state directory (as .ci/run starts them) is used as it is,
-otherwise a temporary one is started and stopped. Tests that use `installed` share one installed
+Every engine found is a parameter of the `engine_url` fixture, so the suite runs once per engine, and
+the run ends with one summary line per engine. The embedded engines are every flavour of
+`esmem.engines.embedded.FLAVOURS` (OpenSearch 2.19 and 3.x): one already running in its ESMEM_HOME state
+directory (as .ci/run starts them) is used as it is, otherwise a temporary one is started and stopped.
+The containers (CONTAINERS, started with testcontainers) are `container-opensearch` (the image named by
+ESMEM_TEST_IMAGE, by default the official OpenSearch image; `esmem engine image` builds one of the
+embedded engine without a registry) and `container-elasticsearch` (ESMEM_TEST_ES_IMAGE).
+ESMEM_TEST_ENGINES picks engines by name, e.g. `opensearch-2,opensearch-3,container-opensearch`; a
+container run beside embedded engines gets the contract suite only (the tests marked `contract`:
+install, writes with merge, recall and its parity with plain HTTP clients of the stored templates),
+since the embedded engines run everything else. Tests that use `installed` share one installed
 prefix per engine, reset before each of them to what a fresh install leaves (SharedPrefix); a test
 marked `fresh_prefix`, and every test that only asks for `prefix`, gets its own (uuid), so tests never
-touch each other's data or the rest of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by .ci/run) a
-missing engine fails the run.
+touch each other's data or the rest of the cluster. With ESMEM_REQUIRE_ENGINE=1 (set by .ci/run) an
+engine named but not running fails the run.
 
 Secured engine: ESMEM_SECURE_HOME (the ESMEM_HOME of a running `esmem engine up --secure`, as .ci/run
 starts it) adds it as one more `engine_url` parameter, so the whole suite also runs on it as its admin;
@@ -37,37 +44,58 @@ from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine, detect
 from esmem.index.install import current_index, install, uninstall
 
-OPENSEARCH_IMAGE = "opensearchproject/opensearch:2.19.6"  # in step with the embedded default
-ELASTICSEARCH_IMAGE = "docker.elastic.co/elasticsearch/elasticsearch:9.1.5"
+# The containers the suite can start (testcontainers, when a Docker API answers): engine name -> the
+# environment variable naming its image, the image without it, and the container's environment.
+CONTAINERS = {
+    "container-opensearch": ("ESMEM_TEST_IMAGE", "opensearchproject/opensearch:2.19.6",  # as the embedded default
+                             {"discovery.type": "single-node", "DISABLE_SECURITY_PLUGIN": "true",
+                              "DISABLE_INSTALL_DEMO_CONFIG": "true"}, "OPENSEARCH_JAVA_OPTS"),
+    "container-elasticsearch": ("ESMEM_TEST_ES_IMAGE", "docker.elastic.co/elasticsearch/elasticsearch:9.1.5",
+                                {"discovery.type": "single-node", "xpack.security.enabled": "false"}, "ES_JAVA_OPTS"),
+}
 
 
 def _docker_answers() -> bool:
-    if not shutil.which("docker"):
-        return False
+    """Whether the Docker API testcontainers uses answers (DOCKER_HOST, else the default socket)."""
     try:
-        return subprocess.run(["docker", "info"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+        import docker
+
+        client = docker.from_env(timeout=10)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # noqa: BLE001 - no SDK, no socket, no daemon: all mean "no"
         return False
 
 
-def _container(image: str, env: dict[str, str]):  # pragma: no cover - needs a Docker engine
-    # A generic container for both images: testcontainers' ElasticSearchContainer rejects ES 9.
-    from testcontainers.core.container import DockerContainer
-    from testcontainers.core.waiting_utils import wait_for_logs
+def _ready(body: str) -> bool:
+    try:
+        return json.loads(body).get("status") in ("green", "yellow")
+    except ValueError:
+        return False
 
-    c = DockerContainer(image).with_exposed_ports(9200)
-    for k, v in env.items():
-        c = c.with_env(k, v)
-    c.start()
-    wait_for_logs(c, r"(started|Node '.*' initialized|\"message\":\"started)", timeout=180)
-    url = f"http://{c.get_container_host_ip()}:{c.get_exposed_port(9200)}"
-    deadline = 120
-    for _ in range(deadline):
-        if embedded.health(url) in ("green", "yellow"):
-            return c, url
-        time.sleep(1)
-    c.stop()
-    raise RuntimeError(f"{image} did not become healthy")
+
+def _container(name: str):  # pragma: no cover - needs a Docker API
+    """Start engine `name` of CONTAINERS; ready once its cluster health answers green or yellow (polled over
+    HTTP: images print different log lines, and a log line says nothing about the cluster's state)."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.wait_strategies import HttpWaitStrategy
+
+    variable, default, env, java_opts = CONTAINERS[name]
+    image = os.environ.get(variable) or default
+    c = DockerContainer(image).with_exposed_ports(9200).waiting_for(
+        HttpWaitStrategy(9200, "/_cluster/health").for_response_predicate(_ready).with_startup_timeout(240))
+    # the heap of the embedded engines of this run, and their JVM options (CI: C1 only)
+    heap = os.environ.get("ESMEM_ENGINE_HEAP", "512m")
+    c = c.with_envs(**env, **{java_opts: f"-Xms{heap} -Xmx{heap} {os.environ.get('ESMEM_ENGINE_JAVA_OPTS', '')}".strip()})
+    try:
+        c.start()
+    except Exception:
+        logs = b"".join(c.get_logs()).decode(errors="replace").splitlines()[-10:] if c.get_wrapped_container() else []
+        c.stop()
+        raise RuntimeError(f"{image} did not become healthy: " + " | ".join(logs)) from None
+    return c, image, f"http://{c.get_container_host_ip()}:{c.get_exposed_port(9200)}"
 
 
 class Engines:
@@ -76,6 +104,7 @@ class Engines:
     def __init__(self) -> None:
         self.found: dict[str, str] = {}
         self.started_in: dict[str, str] = {}
+        self.images: dict[str, str] = {}  # the image of each container engine
         self.secured: embedded.Running | None = None
         self.problems: list[str] = []
         self._stop: list = []
@@ -97,24 +126,38 @@ class Engines:
         if os.environ.get("ESMEM_URL"):
             self.found["url"] = os.environ["ESMEM_URL"]
             return
-        if _docker_answers():
-            for name, image, env in [
-                ("opensearch", OPENSEARCH_IMAGE, {"discovery.type": "single-node", "DISABLE_SECURITY_PLUGIN": "true",
-                                                  "OPENSEARCH_JAVA_OPTS": "-Xms512m -Xmx512m"}),
-                ("elasticsearch", ELASTICSEARCH_IMAGE, {"discovery.type": "single-node", "xpack.security.enabled": "false",
-                                                        "ES_JAVA_OPTS": "-Xms512m -Xmx512m"}),
-            ]:
-                try:
-                    c, url = _container(image, env)
-                    self._stop.append(c.stop)
-                    self.found[name] = url
-                except Exception as e:  # noqa: BLE001 - reported below, never silently
-                    self.problems.append(f"{name} container: {e}")
-            if self.found:
+        wanted = os.environ.get("ESMEM_TEST_ENGINES")
+        if not wanted and _docker_answers():
+            for name in CONTAINERS:
+                self._container(name)
+            if self.found.keys() - {"secured"}:
                 return
-        wanted = os.environ.get("ESMEM_TEST_ENGINES") or ",".join(embedded.FLAVOURS)
-        for name in (n.strip() for n in wanted.split(",") if n.strip()):
-            self._embedded(name)
+        for name in (n.strip() for n in (wanted or ",".join(embedded.FLAVOURS)).split(",") if n.strip()):
+            if name in CONTAINERS:
+                self._container(name)
+            elif name in embedded.FLAVOURS:
+                self._embedded(name)
+            else:
+                self.problems.append(f"ESMEM_TEST_ENGINES: unknown engine {name!r} "
+                                     f"(known: {', '.join([*embedded.FLAVOURS, *CONTAINERS])})")
+
+    def _container(self, name: str) -> None:
+        t0 = time.monotonic()
+        try:
+            c, image, url = _container(name)
+        except Exception as e:  # noqa: BLE001 - reported (and fatal under ESMEM_REQUIRE_ENGINE=1), never silently
+            self.problems.append(f"{name}: {e}")
+            return
+        self._stop.append(c.stop)
+        self.found[name], self.images[name] = url, image
+        self.started_in[name] = f"{image}, healthy in {time.monotonic() - t0:.1f}s"
+
+    def missing(self) -> list[str]:
+        """The engines asked for by name (ESMEM_TEST_ENGINES, ESMEM_SECURE_HOME) that are not running."""
+        wanted = [n.strip() for n in os.environ.get("ESMEM_TEST_ENGINES", "").split(",") if n.strip()]
+        if os.environ.get("ESMEM_URL"):
+            wanted = []
+        return [n for n in wanted + (["secured"] if os.environ.get("ESMEM_SECURE_HOME") else []) if n not in self.found]
 
     def _embedded(self, name: str) -> None:
         try:
@@ -177,9 +220,9 @@ def pytest_configure(config: pytest.Config) -> None:
     _ENGINES.discover()
     os.environ[_FOUND_ENV] = json.dumps([_ENGINES.found, _ENGINES.started_in])  # inherited by workers
     os.environ[_GROUPS_ENV] = tempfile.mkdtemp(prefix="esmem-test-groups-")
-    if (os.environ.get("ESMEM_REQUIRE_ENGINE") == "1"
-            and (not _ENGINES.found or (os.environ.get("ESMEM_SECURE_HOME") and "secured" not in _ENGINES.found))):
-        raise pytest.UsageError("ESMEM_REQUIRE_ENGINE=1 but no engine is available: " + "; ".join(_ENGINES.problems))
+    if os.environ.get("ESMEM_REQUIRE_ENGINE") == "1" and (not _ENGINES.found or _ENGINES.missing()):
+        raise pytest.UsageError(f"ESMEM_REQUIRE_ENGINE=1 but {', '.join(_ENGINES.missing()) or 'no engine'} "
+                                "did not answer: " + "; ".join(_ENGINES.problems))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -190,8 +233,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    return [f"esmem engine {k}: {v} ({_ENGINES.started_in.get(k, 'given')})" for k, v in _ENGINES.found.items()] \
-        or ["esmem engines: none"] + [f"esmem engine problem: {p}" for p in _ENGINES.problems]
+    return ([f"esmem engine {k}: {v} ({_ENGINES.started_in.get(k, 'given')})" for k, v in _ENGINES.found.items()]
+            or ["esmem engines: none"]) + [f"esmem engine problem: {p}" for p in _ENGINES.problems]
 
 
 # One summary line per engine: the outcome of every test that ran on it (setup errors count as failed).
@@ -223,13 +266,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
             version = str(detect(_ENGINES.config(name)))
         except EsmemError as e:
             version = f"not answering: {e}"
-        terminalreporter.write_line(
-            f"esmem engine {name} ({version}): {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped")
+        image = f" [{_ENGINES.images[name]}]" if name in _ENGINES.images else ""
+        terminalreporter.write_line(f"esmem engine {name}{image} ({version}): {c['passed']} passed, "
+                                    f"{c['failed']} failed, {c['skipped']} skipped")
     for test in SHARED_PREFIX_REINSTALLED:
         terminalreporter.write_line(f"shared prefix reinstalled: {test} changed its artifacts; mark it fresh_prefix")
 
 
-# pytest-xdist (README "Tests"): the tests of one module on one engine run in one worker, one after the
+# pytest-xdist (docs/guides/engines.md, "The test suite"): the tests of one module on one engine run in one worker, one after the
 # other as without workers, and so do the tests of the secured engine's own fixture. Workers write which
 # tests those are when they collect (the controller sees only node ids).
 _GROUPS_ENV = "ESMEM_TEST_GROUPS"
@@ -265,7 +309,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         worker's shared prefix, its module-scoped fixtures are made once), and one for the temporary
         secured engine's tests. A free worker takes the heaviest unit left (a slow test weighs SLOW_WEIGHT), so
         that no long test starts last while the other workers idle. (One unit per engine kept three
-        workers busy to the end: 428 and 431 s, against 404 and 412 s split by module, #10.)"""
+        workers busy to the end: 428 and 431 s, against 404 and 412 s split by module.)"""
 
         _units: dict[str, str] | None = None
         _slow: set[str] = set()
@@ -297,6 +341,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             # these talk plain HTTP to the engine themselves (urllib, curl, node, a TCP relay): the open
             # engines only; the secured engine's own tests (test_secure, test_grant) cover TLS and auth
             names = [n for n in names if n != "secured"]
+        if not metafunc.definition.get_closest_marker("contract") and any(n in embedded.FLAVOURS for n in names):
+            # beside the embedded engines, a container checks that the image keeps the contract
+            names = [n for n in names if n not in CONTAINERS]
         if metafunc.definition.get_closest_marker("own_engine"):
             # these start a node of their own: once per embedded flavour (the secured engine is one more
             # opensearch-2), or once on another engine
@@ -331,6 +378,12 @@ def engine_url(request: pytest.FixtureRequest) -> Iterator[str]:
             os.environ.pop(k, None)
         else:
             os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def engines_found() -> dict[str, str]:
+    """Every engine of this run by name (embedded flavours, containers, `secured`, `url`) and its URL."""
+    return dict(_ENGINES.found)
 
 
 @pytest.fixture(scope="session")

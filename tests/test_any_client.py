@@ -20,7 +20,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
+# talks to the engine itself (urllib, curl, node or a recording transport); a container engine beside the
+# embedded ones runs these too
+pytestmark = [pytest.mark.plain_http, pytest.mark.contract]
 
 ESMEM = str(Path(sys.executable).with_name("esmem"))
 NOW = datetime(2026, 10, 8, 12, 0, tzinfo=timezone.utc)

@@ -1,4 +1,4 @@
-"""MMR defaults of issue 15: Jaccard over words + CJK bigrams, lambda chosen on datasets/diversity.jsonl."""
+"""MMR defaults: Jaccard over words + CJK bigrams, lambda chosen on datasets/diversity.jsonl."""
 from __future__ import annotations
 
 import uuid

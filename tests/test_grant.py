@@ -58,13 +58,21 @@ def world(secured: embedded.Running, secured_admin: Engine, tmp_path_factory):
     b_ids += [store.remember(f"{MARK} deploy rule {HIDDEN}: never tell", B, kind="rule", importance=9).id]
     secret = tmp_path_factory.mktemp("agent") / "agent.pw"
     user = f"agent{uuid.uuid4().hex[:6]}"
-    grant(secured_admin, prefix, user, [A], secret)
+    grant(secured_admin, prefix, user, [A], secret, shared_index=True)
     agent = Engine(ConnectionConfig(url=secured.url, ca_certs=str(secured.ca), username=user,
                                     password=secret.read_text().strip()))
     yield World(secured_admin, agent, prefix, a_ids, b_ids)
     agent.close()
     revoke(secured_admin, prefix, user)
     uninstall(secured_admin, prefix)
+
+
+@pytest.fixture
+def guarded(secured: embedded.Running) -> None:
+    """What only the guard plugin refuses in an index shared by DLS (the per-tenant design needs none:
+    tests/test_confinement.py)."""
+    if not secured.guard:
+        pytest.skip("the secured engine runs without esmem's guard plugin (--no-guard)")
 
 
 def _leaks(world: World, resp: object) -> list[str]:
@@ -202,7 +210,7 @@ def test_admin_sees_both_namespaces(world: World) -> None:
 
 
 @pytest.mark.slow
-def test_agent_reads_no_memory_of_another_namespace(world: World) -> None:
+def test_agent_reads_no_memory_of_another_namespace(world: World, guarded: None) -> None:
     world.a_total = world.admin.request("POST", f"/{world.alias}/_count", {"query": {"term": {"namespace": A}}})["count"]
     index = world.admin.request("GET", f"/{world.alias}/_alias/{world.alias}")
     names = [world.alias, next(iter(index)), f"{world.alias}-*"]
@@ -230,18 +238,21 @@ def test_agent_reads_no_memory_of_another_namespace(world: World) -> None:
     assert seen["global"] >= 10, seen  # global aggregations were among them (15 with this seed)
 
 
-UNGUARDED = {  # searches that ignore the DLS query (measured leaks without esmem's DlsGuardPlugin, README)
+UNGUARDED = {  # searches that ignore the DLS query (measured leaks without esmem's DlsGuardPlugin, docs/concepts/namespaces.md)
     "global top_hits": {"size": 0, "aggs": {"g": {"global": {}, "aggs": {"t": {"top_hits": {"size": 50}}}}}},
     "global count": {"size": 0, "aggs": {"g": {"global": {}}}},
     "term suggester": {"size": 0, "suggest": {"s": {"text": HIDDEN[:-1] + "x", "term": {"field": "content"}}}},
     "significant_text background": {"size": 0, "aggs": {"s": {"significant_text": {"field": "content"}}}},
     "nested min_doc_count 0": {"size": 0, "aggs": {"f": {"filter": {"match_all": {}}, "aggs": {
         "ns": {"terms": {"field": "namespace", "min_doc_count": 0}}}}}},
+    # not in the allow-list of what esmem's templates use (whether or not it would leak)
+    "composite": {"size": 0, "aggs": {"c": {"composite": {"sources": [
+        {"namespace": {"terms": {"field": "namespace", "missing_bucket": True}}}]}}}},
 }
 
 
 @pytest.mark.parametrize("name", list(UNGUARDED))
-def test_searches_that_ignore_the_dls_query_are_refused(world: World, name: str) -> None:
+def test_searches_that_ignore_the_dls_query_are_refused(world: World, name: str, guarded: None) -> None:
     """The security plugin applies DLS to the search query only; the secured engine's guard refuses
     what ignores it. The admin (no DLS) gets the same request answered, with B's data in it."""
     body = UNGUARDED[name]
@@ -257,8 +268,8 @@ def test_searches_that_ignore_the_dls_query_are_refused(world: World, name: str)
     assert "not allowed under document-level security" in json.dumps(multi) and _leaks(world, multi) == []
 
 
-def test_dls_write_confinement(world: World) -> None:
-    """What the engine enforces on an agent's writes (README "Give each agent its own credentials"):
+def test_dls_write_confinement(world: World, guarded: None) -> None:
+    """What the engine enforces on an agent's writes (docs/concepts/namespaces.md, "Give each agent its own credentials"):
     no overwrite or delete of a memory it cannot see; creating a document in another namespace
     is NOT prevented (DLS has no write side), and a create on a hidden id reports that the id exists."""
     b_id = world.b_ids[0]
@@ -272,7 +283,7 @@ def test_dls_write_confinement(world: World) -> None:
         world.agent.request("DELETE", f"/{world.alias}/_doc/{b_id}", params={"routing": B})
     with pytest.raises(EngineError, match="HTTP 403"):
         world.agent.request("POST", f"/{world.alias}/_delete_by_query", {"query": {"match_all": {}}})
-    with pytest.raises(EngineError, match="document already exists"):  # an existence oracle (README)
+    with pytest.raises(EngineError, match="document already exists"):  # an existence oracle (docs/concepts/namespaces.md)
         world.agent.request("PUT", f"/{world.alias}/_create/{b_id}", forged, {"routing": B})
     after = world.admin.request("GET", f"/{world.alias}/_doc/{b_id}", params={"routing": B})
     assert after["_seq_no"] == before["_seq_no"] and after["_source"] == before["_source"]
@@ -317,7 +328,7 @@ def test_agent_runs_the_whole_write_protocol_under_dls(world: World, secured: em
 
     ns, ref = f"w-{uuid.uuid4().hex[:6]}", f"r-{uuid.uuid4().hex[:6]}"
     user = f"writer{uuid.uuid4().hex[:6]}"
-    grant(world.admin, world.prefix, user, [ns], tmp_path / "w.pw")
+    grant(world.admin, world.prefix, user, [ns], tmp_path / "w.pw", shared_index=True)
     agent = Engine(ConnectionConfig(url=secured.url, ca_certs=str(secured.ca), username=user,
                                     password=(tmp_path / "w.pw").read_text().strip()))
     try:
@@ -398,13 +409,13 @@ def test_grant_cli_is_idempotent_and_prints_no_secret(world: World, secured: emb
     secret = tmp_path / "bot.pw"
     user = f"bot{uuid.uuid4().hex[:6]}"
     runner = CliRunner()
-    first = runner.invoke(cli, ["--prefix", world.prefix, "grant", user, "-n", A, "-n", "other-ns",
+    first = runner.invoke(cli, ["--prefix", world.prefix, "grant", user, "--shared-index", "-n", A, "-n", "other-ns",
                                 "--secret-file", str(secret)], env=env)
     assert first.exit_code == 0, first.output
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600
     password = secret.read_text().strip()
-    second = runner.invoke(cli, ["--prefix", world.prefix, "grant", user, "-n", A, "--secret-file", str(secret)],
-                           env=env)
+    second = runner.invoke(cli, ["--prefix", world.prefix, "grant", user, "--shared-index", "-n", A,
+                                 "--secret-file", str(secret)], env=env)
     assert second.exit_code == 0 and second.output.startswith(f"user {user} (role esmem-{world.prefix}-{user})")
     assert password not in first.output + second.output and secret.read_text().strip() == password
     role = world.admin.request("GET", f"/_plugins/_security/api/roles/esmem-{world.prefix}-{user}")
@@ -429,7 +440,7 @@ def test_concurrent_grants_all_take_effect(world: World, secured: embedded.Runni
     users = [f"par{uuid.uuid4().hex[:6]}" for _ in range(3)]
 
     def one(user: str) -> None:
-        grant(world.admin, world.prefix, user, [A], tmp_path / f"{user}.pw")
+        grant(world.admin, world.prefix, user, [A], tmp_path / f"{user}.pw", shared_index=True)
 
     try:
         with ThreadPoolExecutor(len(users)) as pool:
@@ -453,13 +464,14 @@ def test_role_documents_match_between_families() -> None:
     assert os_role["index_permissions"][0]["index_patterns"] == es_role["indices"][0]["names"]
 
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+NAMESPACES_PAGE = Path(__file__).resolve().parents[1] / "docs" / "concepts" / "namespaces.md"
 
 
 @pytest.mark.slow
-def test_readme_agent_credentials_example_runs(secured: embedded.Running, tmp_path) -> None:
-    """The shell block of "Give each agent its own credentials", as written, on the secured engine."""
-    section = README.read_text(encoding="utf-8").split("## Give each agent its own credentials", 1)[1]
+def test_the_agent_credentials_example_of_the_docs_runs(secured: embedded.Running, tmp_path, guarded: None) -> None:
+    """The shell block of "Give each agent its own credentials" (docs/concepts/namespaces.md), as written, on
+    the secured engine (its `esmem engine up --secure` asks for the guard)."""
+    section = NAMESPACES_PAGE.read_text(encoding="utf-8").split("## Give each agent its own credentials", 1)[1]
     block = re.findall(r"^```bash\n(.*?)^```", section.split("\n## ", 1)[0], re.S | re.M)[0]
     prefix = f"r{uuid.uuid4().hex[:10]}"
     env = {k: v for k, v in os.environ.items() if k not in ENV.values()}

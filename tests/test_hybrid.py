@@ -231,7 +231,7 @@ def test_a_pinned_memory_reaches_the_ranking_through_the_lexical_gate_only(seman
 
 
 def test_only_an_index_with_vectors_leaves_them_out_of_lookup_and_pinned_hits(engine, semantic, prefix) -> None:
-    # a source filter costs the engine a parse per hit (#18): rendered only where there is a vector to drop
+    # a source filter costs the engine a parse per hit: rendered only where there is a vector to drop
     semantic.remember_many(PETS)
     install(engine, f"{prefix}lex")
     try:

@@ -12,6 +12,8 @@ from esmem.index.engine import Engine
 from esmem.index.install import Names, check, current_index, install, uninstall
 from esmem.index.templates import render, render_json
 
+pytestmark = pytest.mark.contract  # a container engine beside the embedded ones runs these too
+
 
 def test_install_twice_changes_nothing_the_second_time(engine: Engine, prefix: str) -> None:
     first = install(engine, prefix)

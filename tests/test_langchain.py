@@ -1,4 +1,5 @@
-"""The LangChain retriever and the LangGraph store on the real engine, and the README's examples."""
+"""The LangChain retriever and the LangGraph store on the real engine, and the examples of
+docs/guides/langchain.md."""
 from __future__ import annotations
 
 import asyncio
@@ -10,23 +11,22 @@ from pathlib import Path
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langgraph.store.base import InvalidNamespaceError
+from langgraph.store.base import InvalidNamespaceError, PutOp
 
 from esmem.apps.langchain import EsmemRetriever, query_from_messages
 from esmem.apps.langgraph_store import EsmemStore
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
-from esmem.errors import InvalidInput
+from esmem.errors import InvalidInput, Unsupported
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "langchain.md"
 OLD_RULE = "On HTTP 429 wait 1 second and retry, at most 3 times, then skip the step"
 NEW_RULE = "On HTTP 429 now back off exponentially with random jitter and retry, at most 5 times, then skip the step"
 PAYMENTS = "Payments are capped at 100 requests per minute per key"
 
 
-def readme_blocks() -> list[str]:
-    section = README.read_text(encoding="utf-8").split("## Use with LangChain", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
+def guide_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.S | re.M)
 
 
 def run_block(code: str, engine, prefix: str) -> str:
@@ -36,8 +36,8 @@ def run_block(code: str, engine, prefix: str) -> str:
     return run.stdout
 
 
-def test_readme_retriever_example_returns_the_expected_documents_in_order(engine, installed: str) -> None:
-    blocks = readme_blocks()
+def test_guide_retriever_example_returns_the_expected_documents_in_order(engine, installed: str) -> None:
+    blocks = guide_blocks()
     assert len(blocks) == 2
     lines = run_block(blocks[0], engine, installed).splitlines()
     assert lines[0] == "superseded"
@@ -54,8 +54,8 @@ def test_readme_retriever_example_returns_the_expected_documents_in_order(engine
     assert store.count("carol") == 3 and store.count("carol", status="superseded") == 1
 
 
-def test_readme_store_example_prints_the_newer_value(engine, installed: str) -> None:
-    out = run_block(readme_blocks()[1], engine, installed).splitlines()
+def test_guide_store_example_prints_the_newer_value(engine, installed: str) -> None:
+    out = run_block(guide_blocks()[1], engine, installed).splitlines()
     newer = "On HTTP 429 back off with jitter and retry, at most 5 times"
     assert out[0] == newer
     assert len(out) == 2 and out[1].startswith("retry-429 ") and out[1].endswith(newer)
@@ -135,18 +135,60 @@ def test_store_put_get_supersede_search_filter(store: MemoryStore) -> None:
     assert [h.key for h in got] == ["deploy"]
 
 
-def test_store_refuses_delete_and_bad_values(store: MemoryStore) -> None:
+def test_store_delete_is_forget_and_a_later_put_continues_the_key(store: MemoryStore) -> None:
+    lg = EsmemStore(store, touch=False)
+    ns, esmem_ns = ("memories", "dave"), "memories:dave"
+    lg.put(ns, "pay", {"content": PAYMENTS})
+    lg.put(ns, "deploy", {"content": "Deploys go out on Thursdays"})
+    first = store.recall("payments capped", esmem_ns, 1, touch=False).items[0].memory
+    lg.delete(ns, "pay")
+    assert lg.get(ns, "pay") is None
+    assert [h.key for h in lg.search(ns, query="payments capped per minute")] == []
+    assert [h.key for h in lg.search(ns)] == ["deploy"]
+    versions = store.history(esmem_ns, first.id)  # history keeps it: superseded by a tombstone
+    assert [(m.content, m.status) for m in versions][0] == (PAYMENTS, "superseded")
+    assert versions[1].metadata == {"tombstone": True} and versions[1].status == "active"
+    lg.delete(ns, "pay")  # deleting again, or a key never put, changes nothing
+    lg.delete(ns, "never")
+    assert store.count(esmem_ns, status=None) == 3
+
+    lg.put(ns, "pay", {"content": PAYMENTS})  # the same value again: a new version, not a replay
+    assert lg.get(ns, "pay").value == {"content": PAYMENTS}
+    assert [m.status for m in store.history(esmem_ns, first.id)] == ["superseded", "superseded", "active"]
+    assert [h.key for h in lg.search(ns, query="payments capped per minute")] == ["pay"]
+
+
+def test_store_values_without_string_content_are_json_text_that_ranks(store: MemoryStore) -> None:
+    lg = EsmemStore(store, touch=False)
+    ns = ("profile", "erin")
+    lg.put(ns, "food", {"likes": "pizza margherita", "city": "Naples"})
+    lg.put(ns, "tools", {"content": {"editor": "helix", "shell": "fish"}, "kind": "Memory"})  # LangMem's shape
+    lg.put(ns, "music", {"content": "Listens to jazz while coding", "kind": "preference"})
+    assert lg.get(ns, "food").value == {"likes": "pizza margherita", "city": "Naples"}
+    assert [h.key for h in lg.search(ns, query="pizza in Naples")][0] == "food"
+    assert [h.key for h in lg.search(ns, query="which editor, helix?")][0] == "tools"
+    by_key = {m.external_id: m for m in store.recent("profile:erin", 10)}
+    assert by_key["food"].content == '{"city": "Naples", "likes": "pizza margherita"}'
+    assert by_key["tools"].content == '{"editor": "helix", "shell": "fish"}'
+    # a kind esmem knows is used; another (LangMem's schema name) stays only in the value
+    assert (by_key["tools"].kind, by_key["music"].kind) == ("fact", "preference")
+    assert lg.get(ns, "tools").value["kind"] == "Memory"
+
+
+def test_store_refuses_ttl_and_bad_values(store: MemoryStore) -> None:
     lg = EsmemStore(store)
     ns = ("memories", "dave")
     lg.put(ns, "pay", {"content": PAYMENTS})
-    with pytest.raises(InvalidInput, match="never deletes"):
-        lg.delete(ns, "pay")
-    with pytest.raises(InvalidInput, match="string 'content'"):
-        lg.put(ns, "x", {"text": "no content key"})
+    with pytest.raises(NotImplementedError, match="TTL"):
+        lg.put(ns, "x", {"content": "ok"}, ttl=5)
+    with pytest.raises(Unsupported, match="no time-to-live"):
+        lg.batch([PutOp(ns, "x", {"content": "ok"}, ttl=5.0)])
     with pytest.raises(InvalidInput, match="importance"):
         lg.put(ns, "x", {"content": "ok", "importance": 99})
+    with pytest.raises(InvalidInput, match="not JSON"):
+        lg.put(ns, "x", {"content": {"n": float("nan")} | {"s": {1, 2}}})
     with pytest.raises(InvalidNamespaceError):
         lg.put(("a:b",), "x", {"content": "ok"})
     with pytest.raises(InvalidNamespaceError):
         lg.put(("bad space",), "x", {"content": "ok"})
-    assert lg.get(ns, "pay").value == {"content": PAYMENTS} and store.count("memories:dave") == 1
+    assert lg.get(ns, "pay").value == {"content": PAYMENTS} and store.count("memories:dave", status=None) == 1

@@ -4,9 +4,9 @@ One `esmem mcp -n mallory` subprocess is driven over stdio by the official MCP c
 builds each call from the tool's advertised input schema, filling every free-text field with
 adversarial text: the victim's namespace name, ids of the victim's memories (as if leaked), the
 words the victim's memories contain, prompt-injection and JSON/query-injection strings, and
-arbitrary Unicode; it also adds undeclared `namespace`/`routing` arguments. Alice's memories carry
-a secret token no argument ever contains: it must never come back, no victim id may be returned,
-and Alice's memories must be unchanged at the end (not one write, restore or reheat).
+arbitrary Unicode; it also adds undeclared `namespace`/`routing` arguments, which must be refused.
+Alice's memories carry a secret token no argument ever contains: it must never come back, no victim
+id may be returned, and Alice's memories must be unchanged at the end (not one write, restore or reheat).
 """
 from __future__ import annotations
 
@@ -106,11 +106,12 @@ def test_no_tool_call_reaches_another_namespace(engine, store: MemoryStore) -> N
             required = set(schema.get("required", []))
             args = st.fixed_dictionaries({k: v for k, v in props.items() if k in required},
                                          optional={k: v for k, v in props.items() if k not in required})
-            extra = st.fixed_dictionaries({}, optional={"namespace": st.sampled_from([VICTIM, "*", "_all"]),
-                                                        "routing": st.just(VICTIM)})
+            # a quarter of the calls carry undeclared arguments (each such call is refused)
+            extra = st.one_of(st.just({}), st.just({}), st.just({}), st.fixed_dictionaries(
+                {}, optional={"namespace": st.sampled_from([VICTIM, "*", "_all"]), "routing": st.just(VICTIM)}))
             calls.append(st.tuples(st.just(t.name), args, extra))
 
-        @settings(max_examples=300, deadline=None, database=None,
+        @settings(max_examples=400, deadline=None, database=None,
                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
         @given(st.one_of(calls))
         def one_call(c: tuple[str, dict[str, Any], dict[str, Any]]) -> None:
@@ -120,20 +121,25 @@ def test_no_tool_call_reaches_another_namespace(engine, store: MemoryStore) -> N
             reply = json.dumps([res.structured_content, [getattr(x, "text", "") for x in res.content]],
                                ensure_ascii=False)
             assert SECRET not in reply, (name, args, reply)
+            if extra:  # an undeclared argument is refused by name, never dropped
+                assert res.is_error and all(k in reply for k in extra), (name, extra, reply)
+                return
             if res.is_error:
                 return
             seen["ok"] += 1
             out = res.structured_content
-            returned = [m["memory"]["id"] for m in out.get("memories", [])] + \
-                [v["id"] for v in out.get("versions", [])] + list(out.get("included", [])) + list(out.get("omitted", []))
+            returned = [m["memory"]["id"] if "memory" in m else m["id"] for m in out.get("memories", [])] + \
+                [v["id"] for v in out.get("versions", [])] + list(out.get("included", [])) + \
+                list(out.get("omitted", [])) + ([out["id"]] if name in ("get", "edit") else [])
             seen["memories"] += len(returned)
             assert not set(returned) & set(victim_ids), (name, args)
-            if name == "remember" and out["action"] != "duplicate":
-                assert store.get(ATTACKER, out["id"]).namespace == ATTACKER
+            for w in out.get("results", [out] if name in ("remember", "edit") else []):
+                if w["action"] != "duplicate":
+                    assert store.get(ATTACKER, w["id"]).namespace == ATTACKER
 
         one_call()
 
     # the property was exercised: many calls succeeded and returned Mallory's memories
-    assert seen["calls"] >= 300 and seen["ok"] >= 50 and seen["memories"] >= 50, seen
+    assert seen["calls"] >= 400 and seen["ok"] >= 50 and seen["memories"] >= 50, seen
     assert store.count(VICTIM, status=None) == len(victim_ids)
     assert snapshot(store, victim_ids) == before  # no write, restore or reheat touched Alice

@@ -6,8 +6,11 @@ would launch it; the client is `mcp.Client` from the same SDK.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -15,10 +18,15 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
+from esmem.apps.mcp_server import create_server
 from esmem.domain.store import MemoryStore
+from esmem.index.engine import Engine
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_text(encoding="utf-8").splitlines())
@@ -26,7 +34,8 @@ RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_tex
 # the rule store's r09, saying that it changes s01 (改成)
 OLD_429, NEW_429 = RULES["s01"]["content"], RULES["r09"]["content"].replace("限流时按", "限流时改成按")
 PEANUTS = "我对花生过敏"
-TOOLS = {"remember", "recall", "context", "history", "restore", "forget"}
+TOOLS = {"remember", "remember_many", "edit", "recall", "context", "list", "get", "history", "restore", "forget"}
+TOKEN = "mcp-test-token-" + "x" * 24
 
 
 def esmem_command(url: str, prefix: str, namespace: str, *extra: str) -> list[str]:
@@ -57,6 +66,9 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
     assert tools["remember"].input_schema["required"] == ["content"]
     assert set(tools["remember"].input_schema["properties"]["kind"]["enum"]) == \
         {"fact", "preference", "intent", "rule", "event", "note"}
+    assert all(t.input_schema.get("additionalProperties") is False for t in tools.values())
+    # what writes is never annotated read-only: recall and context reheat what they return
+    assert {n for n, t in tools.items() if t.annotations.read_only_hint} == {"list", "get", "history"}
 
     # three memories: the newer 429 rule supersedes the older one
     old = call(await client.call_tool("remember", {"content": OLD_429, "kind": "rule",
@@ -126,6 +138,26 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
     assert [(v["id"], v["status"]) for v in back["versions"]] == [(old["id"], "active")]
     assert store.get(ns, tomb["id"]).status == "retired"
 
+    # list, get: what is stored, newest first, without searching
+    listed = call(await client.call_tool("list", {"limit": 10}))["memories"]
+    assert {m["id"] for m in listed} == {old["id"], nut["id"]} and listed[0]["id"] == nut["id"]
+    assert call(await client.call_tool("get", {"memory_id": tomb["id"]}))["status"] == "retired"
+
+    # remember_many: in order, each decided as remember decides it; one invalid memory writes none
+    many = call(await client.call_tool("remember_many", {"memories": [
+        {"content": "Deploys go out on Thursdays", "kind": "rule", "entities": ["deploys"]},
+        {"content": "The staging database is Postgres 16", "entities": ["staging"]}]}))
+    assert [r["action"] for r in many["results"]] == ["added", "added"]
+    assert store.get(ns, many["results"][1]["id"]).entities == ("staging",)
+
+    # edit: the new text supersedes the memory named, keeping its kind and entities
+    thursday = many["results"][0]["id"]
+    edited = call(await client.call_tool("edit", {"memory_id": thursday, "content": "Deploys go out on Tuesdays"}))
+    assert edited["action"] == "superseded" and edited["superseded"] == [thursday]
+    after_edit = store.get(ns, edited["id"])
+    assert (after_edit.content, after_edit.kind, after_edit.entities) == ("Deploys go out on Tuesdays", "rule", ("deploys",))
+    assert store.get(ns, thursday).status == "superseded"
+
     # bad arguments: a tool error with a clear message, nothing written
     before = store.count(ns, status=None)
     bad = [("remember", {"content": "x", "kind": "opinion"}, "kind"),
@@ -141,7 +173,20 @@ async def scenario(client: Client, store: MemoryStore, ns: str) -> None:
            ("restore", {"memory_id": nut["id"]}, "already active"),
            ("forget", {"memory_id": new["id"]}, "is retired, not active"),
            ("forget", {"memory_id": "no-such-id"}, "no memory 'no-such-id'"),
-           ("forget", {"memory_id": "has space"}, "memory_id")]
+           ("forget", {"memory_id": "has space"}, "memory_id"),
+           # undeclared arguments are refused, never silently dropped
+           ("recall", {"query": "429", "namespace": "other"}, "namespace"),
+           ("remember", {"content": "ok", "routing": "other"}, "Extra inputs are not permitted"),
+           ("remember_many", {"memories": [{"content": "ok", "namespace": "other"}]}, "namespace"),
+           # every argument has a size limit
+           ("remember", {"content": "x" * 16001}, "content"),
+           ("recall", {"query": "x" * 4001}, "query"),
+           ("context", {"messages": [{"role": "user", "content": "x" * 16001}]}, "content"),
+           ("remember", {"content": "ok", "entities": ["e"] * 65}, "entities"),
+           ("remember_many", {"memories": [{"content": f"m{i}"} for i in range(51)]}, "memories"),
+           ("list", {"limit": 51}, "limit"),
+           ("edit", {"memory_id": thursday, "content": "again"}, "is superseded, not active"),
+           ("remember_many", {"memories": [{"content": "fine"}, {"content": "  "}]}, "memory #2")]
     for tool, args, needle in bad:
         res = await client.call_tool(tool, args)
         text = " ".join(c.text for c in res.content)
@@ -166,9 +211,12 @@ def test_stdio_transport(url: str, store: MemoryStore) -> None:
 
 
 @pytest.fixture
-def http_server(url: str, store: MemoryStore) -> Iterator[str]:
+def http_server(url: str, store: MemoryStore, tmp_path: Path) -> Iterator[str]:
     port = free_port()
-    proc = subprocess.Popen(esmem_command(url, store.names.prefix, "bob", "--transport", "http", "--port", str(port)),
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    proc = subprocess.Popen(esmem_command(url, store.names.prefix, "bob", "--transport", "http", "--port", str(port),
+                                          "--token-file", str(token_file)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -186,12 +234,82 @@ def http_server(url: str, store: MemoryStore) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+def authorized(url: str, token: str | None) -> Any:
+    """A streamable-HTTP transport sending `Authorization: Bearer <token>` (none with None)."""
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    return streamable_http_client(url, http_client=create_mcp_http_client(headers=headers))
+
+
 def test_streamable_http_transport(http_server: str, store: MemoryStore) -> None:
     async def main() -> None:
-        async with Client(http_server, read_timeout_seconds=60) as client:
+        async with Client(authorized(http_server, TOKEN), read_timeout_seconds=60) as client:
             await scenario(client, store, "bob")
 
     asyncio.run(main())
+
+
+def test_http_refuses_a_missing_or_wrong_token_and_an_oversized_message(http_server: str, store: MemoryStore) -> None:
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Bearer {TOKEN}x"},
+                    {"Authorization": f"Basic {TOKEN}"}, {"Authorization": "Bearer"}):
+        r = httpx.post(http_server, json=hello, headers={**accept, **headers}, timeout=30)
+        assert r.status_code == 401 and r.json()["error"]["type"] == "unauthorized", (headers, r.text)
+    assert httpx.post(http_server, json=hello, headers={**accept, "Authorization": f"Bearer {TOKEN}"},
+                      timeout=30).status_code == 200
+    big = httpx.post(http_server, content=b"x" * (600 * 1024), timeout=30,
+                     headers={**accept, "Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    assert big.status_code == 413
+
+    async def refused() -> None:
+        async with Client(authorized(http_server, "wrong"), read_timeout_seconds=30) as client:
+            await client.list_tools()
+
+    with pytest.raises(Exception):
+        asyncio.run(refused())
+    assert store.count("bob", status=None) == 0
+
+
+def test_the_http_transport_needs_a_token(url: str, installed: str) -> None:
+    run = subprocess.run(esmem_command(url, installed, "alice", "--transport", "http"), capture_output=True, text=True,
+                         timeout=60, stdin=subprocess.DEVNULL, env={k: v for k, v in os.environ.items()
+                                                                    if k != "ESMEM_MCP_TOKEN"})
+    assert run.returncode == 2
+    assert run.stderr.strip() == "error: the HTTP transport needs a bearer token: --token-file FILE or ESMEM_MCP_TOKEN"
+
+
+def raw_dump(engine: Engine, store: MemoryStore) -> list[tuple[str, int, int, dict[str, Any]]]:
+    """Every document of the store's index as stored: id, sequence number, primary term and source."""
+    engine.request("POST", f"/{store.alias}/_refresh")
+    hits = engine.request("POST", f"/{store.alias}/_search",
+                          {"size": 10000, "seq_no_primary_term": True, "sort": ["_doc"]})["hits"]["hits"]
+    return sorted((h["_id"], h["_seq_no"], h["_primary_term"], h["_source"]) for h in hits)
+
+
+@pytest.mark.parametrize("touch", [True, False])
+def test_a_client_calling_only_read_only_tools_changes_nothing(engine: Engine, store: MemoryStore, touch: bool) -> None:
+    ns = "carol"
+    old = store.remember("Deploys go out on Thursdays", ns, kind="rule")
+    new = store.remember("Deploys go out on Tuesdays now", ns, kind="rule", supersedes=old.id)
+    store.remember(PEANUTS, ns, importance=10)
+    store.flush()
+    before = raw_dump(engine, store)
+    conv = [{"role": "user", "content": "when do deploys go out?"}]
+    calls = {"list": {"limit": 10}, "get": {"memory_id": old.id}, "history": {"memory_id": new.id},
+             "recall": {"query": "deploys Tuesdays", "k": 5}, "context": {"messages": conv}}
+
+    async def main() -> set[str]:
+        async with Client(create_server(store, ns, touch=touch)) as client:
+            read_only = {t.name for t in (await client.list_tools()).tools if t.annotations.read_only_hint}
+            for name in sorted(read_only):
+                call(await client.call_tool(name, calls[name]))
+            return read_only
+
+    read_only = asyncio.run(main())
+    store.flush()  # reheat write-backs, had any been queued
+    assert raw_dump(engine, store) == before
+    assert read_only == ({"list", "get", "history"} if touch else {"list", "get", "history", "recall", "context"})
 
 
 def test_without_the_extra_it_names_the_extra_and_exits_2(url: str, installed: str) -> None:
@@ -206,3 +324,16 @@ def test_a_bad_namespace_is_refused_before_serving(url: str, installed: str) -> 
     run = subprocess.run(esmem_command(url, installed, "../other ns"), capture_output=True, text=True, timeout=60,
                          stdin=subprocess.DEVNULL)
     assert run.returncode == 2 and run.stderr.startswith("error: invalid namespace '../other ns'")
+
+
+def test_the_mcp_guide_client_example_runs(http_server: str, store: MemoryStore) -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guides" / "mcp.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"^```python\n(.*?)^```", guide, re.S | re.M)
+    store.remember("Deploys go out on Thursdays", "bob", kind="rule")
+    body = code.replace("http://127.0.0.1:8000/mcp", http_server)
+    namespace: dict[str, Any] = {}
+    exec("async def example(token):\n" + "".join(f"    {line}\n" for line in body.splitlines()), namespace)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        asyncio.run(namespace["example"](TOKEN))
+    assert "Deploys go out on Thursdays" in out.getvalue() and "is_error=False" in out.getvalue()

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from esmem.domain.merge import MergePolicy
 from esmem.errors import InvalidInput
 from esmem.apps.merge_pairs import Pair, Scored, groups, load_pairs, precision_recall, report, score_pairs, wrong
 from semantic_support import minilm
@@ -67,3 +68,15 @@ def test_with_an_embedder_each_pair_has_its_own_cosine(engine) -> None:
         a, b = minilm().embed([s.pair.old, s.pair.new])
         assert s.cosine == pytest.approx(sum(x * y for x, y in zip(a, b)), abs=1e-6)
     assert scored[0].cosine > 0.9 and scored[1].cosine < 0.5
+
+
+def test_with_an_embedder_a_reworded_change_replaces_and_a_cue_about_another_thing_does_not(engine) -> None:
+    pairs = [Pair("Every commit must be signed with GPG.", "Commits no longer need to be GPG-signed.", "rule", "update"),
+             Pair("我平时无肉不欢。", "我现在已经不吃肉了。", "preference", "update"),  # few shared characters
+             Pair("The user lives in Denver.", "The user's brother just moved to Phoenix.", "fact", "different"),
+             Pair("I drink two cups of coffee a day.", "I no longer drink soda.", "preference", "different")]
+    lexical, semantic = score_pairs(engine, pairs), score_pairs(engine, pairs, minilm())
+    assert [s.action for s in lexical] == ["uncertain", "added", "added", "uncertain"]
+    assert [s.action for s in semantic] == ["superseded", "superseded", "added", "uncertain"]
+    assert "the same meaning in other words" in semantic[1].why
+    assert min(semantic[0].cosine, semantic[1].cosine) >= MergePolicy().same_meaning > semantic[3].cosine

@@ -57,7 +57,7 @@ def test_recall_uses_cosine_when_asked_and_memories_carry_vectors(engine, instal
                            now=now, touch=False)
     # the two look-alikes have identical vectors: cosine 1, so the second one gives way
     assert diverse.items[1].memory.content == "espresso tastes sour when the grind is coarse"
-    # the default (words, chosen on LoCoMo for hybrid too, README "Semantic relevance"): the look-alikes share
+    # the default (words, chosen on LoCoMo for hybrid too, docs/results/hybrid.md): the look-alikes share
     # only the word "espresso", so the vectors are not read and both stay
     words = store.recall("espresso machine beans", "vec", 2, params=RecallParams(mmr_lambda=0.5), now=now, touch=False)
     assert {r.memory.content for r in words.items} == {r.memory.content for r in plain.items}

@@ -1,4 +1,4 @@
-"""README "Query from any client": the curl examples, the tune-without-redeploying walkthrough and the
+"""docs/guides/any-language.md: the curl examples, the tune-without-redeploying walkthrough and the
 JavaScript example run as written against the engine (URL and prefix substituted)."""
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from esmem.index.templates import assets_root
 
 pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "any-language.md"
 
 
 def _section() -> str:
-    return README.read_text(encoding="utf-8").split("## Query from any client", 1)[1].split("\n## CLI", 1)[0]
+    return GUIDE.read_text(encoding="utf-8")
 
 
 def _blocks(lang: str, prefix: str) -> list[str]:

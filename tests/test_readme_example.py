@@ -1,4 +1,4 @@
-"""The "Use it in your agent" example in README.md runs as written against the engine."""
+"""The "Use it in your agent" example of docs/guides/python.md runs as written against the engine."""
 from __future__ import annotations
 
 import os
@@ -9,13 +9,13 @@ from pathlib import Path
 
 from esmem.domain.store import MemoryStore
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+GUIDE = Path(__file__).resolve().parents[1] / "docs" / "guides" / "python.md"
 
 
 def test_the_agent_example_runs_and_prints_a_context_block(engine, installed) -> None:
-    section = README.read_text(encoding="utf-8").split("## Use it in your agent", 1)[1].split("\n## ", 1)[0]
+    section = GUIDE.read_text(encoding="utf-8").split("## Use it in your agent", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
-    assert len(blocks) == 1, "the README's agent section should hold exactly one python example"
+    assert len(blocks) == 1, "the guide's agent section should hold exactly one python example"
     env = {**os.environ, "ESMEM_URL": engine.url, "ESMEM_PREFIX": installed}
     run = subprocess.run([sys.executable, "-c", blocks[0]], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr

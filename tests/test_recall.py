@@ -17,6 +17,8 @@ from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
 from esmem.values import parse_time
 
+pytestmark = pytest.mark.contract  # a container engine beside the embedded ones runs these too
+
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
 

@@ -68,7 +68,7 @@ def agent(secured: embedded.Running, secured_admin: Engine, tmp_path_factory):
     secret = tmp_path_factory.mktemp("alice") / "alice.pw"
     secret.write_text(password + "\n")
     user = f"alice{uuid.uuid4().hex[:6]}"
-    grant(secured_admin, prefix, user, ["A"], secret)
+    grant(secured_admin, prefix, user, ["A"], secret, shared_index=True)
     yield prefix, user, password
     revoke(secured_admin, prefix, user)
     uninstall(secured_admin, prefix)
@@ -193,7 +193,13 @@ def test_open_engine_refuses_to_share_a_home_with_the_secured_one(secured: embed
         embedded.up(home=secured.home, secure=False)
 
 
-def test_secured_engine_loads_the_security_plugin(secured_admin: Engine) -> None:
+def test_secured_engine_loads_the_security_plugin(secured: embedded.Running, secured_admin: Engine) -> None:
+    """And esmem's guard plugin, unless started with --no-guard (a stock security plugin)."""
     nodes = secured_admin.request("GET", "/_nodes/plugins")["nodes"]
     loaded = {p["classname"] for n in nodes.values() for p in n["plugins"]}
-    assert embedded_secure.PLUGIN_CLASS in loaded
+    assert embedded_secure.PLUGIN_CLASS in loaded and (embedded_secure.GUARD_CLASS in loaded) == secured.guard
+
+
+def test_no_guard_goes_with_secure() -> None:
+    run = CliRunner().invoke(cli, ["engine", "up", "--no-guard"])
+    assert run.exit_code == 2 and run.output == "error: --no-guard goes with --secure\n"

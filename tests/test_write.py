@@ -23,6 +23,8 @@ from esmem.errors import InvalidInput, NotFound
 from esmem.values import parse_time
 from writers import run_writers  # tests/writers.py
 
+pytestmark = pytest.mark.contract  # a container engine beside the embedded ones runs these too
+
 NOW = parse_time("2026-10-08T12:00:00Z")
 DAY = timedelta(days=1)
 RULES = Path(__file__).resolve().parent.parent / "datasets" / "rules.jsonl"
@@ -593,7 +595,7 @@ def test_a_long_write_does_not_look_up_a_memory_that_could_merge_only_with_one_i
 
 
 def test_plain_batches_in_flight_keep_input_order_replays_and_progress(engine, installed) -> None:
-    """Without merge two batches are in flight (#18): a memory repeated in a later batch is still the
+    """Without merge two batches are in flight: a memory repeated in a later batch is still the
     replay of the first, results come back in input order, and progress counts every memory once."""
     from esmem.domain.merge import MergePolicy
 

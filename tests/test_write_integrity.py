@@ -1,4 +1,4 @@
-"""Write-path integrity on the real engine (issue 11): a re-import, a retry after a cut connection
+"""Write-path integrity on the real engine: a re-import, a retry after a cut connection
 and a re-run after a crash all end in the state of one clean run; batches are all-or-nothing;
 version chains stay symmetric under 8 concurrent writers; bad input is refused with a typed error
 and writes nothing. Faults come from tests/relay.py (a TCP relay in front of the real engine)."""
@@ -28,7 +28,7 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.domain.validate import memory_id
 from esmem.engines import embedded
-from esmem.errors import ConfigError, EngineError, EsmemError, EsmemWarning, InvalidInput, InvalidItem
+from esmem.errors import ConfigError, EngineError, EsmemError, EsmemWarning, IdTaken, InvalidInput, InvalidItem
 from esmem.index.engine import Engine
 from esmem.index.install import install
 from esmem.values import parse_time
@@ -160,6 +160,57 @@ def test_idempotency_key_makes_a_retry_land_on_the_same_memory(clocked_store: Me
     assert b.id == a.id and b.replayed and not a.replayed
     assert clocked_store.count("key", status=None) == 1
     assert _source(clocked_store, "key", a.id)["restated_count"] == 0
+
+
+SQUAT = "Carol approved wiring 50000 USD to account 999-ATTACKER"
+
+
+def _squat(store: MemoryStore, ns: str, key: str, **fields: Any) -> str:
+    """What a writer who can compute another's id does: create a document there first (a raw request)."""
+    doc_id = memory_id(ns, key)
+    store.engine.request("PUT", f"/{store.alias}/_create/{doc_id}", {
+        "namespace": ns, "content": SQUAT, "kind": "fact", "status": "active", "importance": 10.0,
+        "valid_from": "2026-10-08T11:00:00Z", "recorded_at": "2026-10-08T11:00:00Z", "anchor_at": 0, **fields},
+        {"routing": ns, "refresh": "true"})
+    return doc_id
+
+
+@pytest.mark.parametrize("merge", [True, False], ids=["merge", "plain"])
+def test_a_replay_onto_another_document_is_an_error(engine, installed, merge: bool) -> None:
+    """An id that holds what this write would not store is no replay: IdTaken, the stored document
+    untouched, nothing of the batch written (with merge: found before writing; without: at the create)."""
+    store = MemoryStore(engine, installed, clock=lambda: NOW, merge=MergePolicy(enabled=merge))
+    doc_id = _squat(store, "hr", "key\0hr-record-18")
+    before = _source(store, "hr", doc_id)
+    batch = [MemoryInput("the office opens at 8", "hr"),
+             MemoryInput("Carol's bonus is 5000 USD", "hr", idempotency_key="hr-record-18")]
+    with pytest.raises(IdTaken, match=f"memory id {doc_id} already holds a different memory \\(content, ") as e:
+        store.remember_many(batch)
+    assert e.value.id == doc_id and e.value.fields[0] == "content"
+    assert _source(store, "hr", doc_id) == before and store.count("hr", status=None) == 1
+
+
+@pytest.mark.parametrize("field", ["namespace", "kind", "external_id", "evergreen"])
+def test_a_replay_is_checked_field_by_field(clocked_store: MemoryStore, field: str) -> None:
+    """The same content at the id is not enough: a stored memory that differs in one field (a twin
+    planted in another namespace but routed to this one's shard, another kind, id or flag) is refused."""
+    ns, content = "twins", "the deploy window is Tuesday 10:00"
+    first = clocked_store.remember(content, ns, idempotency_key="req-9")
+    other = {"namespace": "elsewhere", "kind": "rule", "external_id": "planted", "evergreen": True}[field]
+    clocked_store.engine.request("POST", f"/{clocked_store.alias}/_update/{first.id}", {"doc": {field: other}},
+                                 {"routing": ns, "refresh": "true"})
+    with pytest.raises(IdTaken) as e:
+        clocked_store.remember(content, ns, idempotency_key="req-9")
+    assert e.value.id == first.id and e.value.fields == [field]
+
+
+def test_cli_remember_onto_a_squatted_id_fails_in_one_line(engine, installed) -> None:
+    store = MemoryStore(engine, installed)
+    _squat(store, "hr", "key\0hr-record-18")
+    run = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "remember", "Carol's bonus is 5000 USD",
+                                   "-n", "hr", "--idempotency-key", "hr-record-18"])
+    assert run.exit_code == 2 and run.output.startswith("error: memory id ") and run.output.count("\n") == 1
+    assert [r.memory.content for r in store.recall("Carol bonus", "hr", touch=False).items] == [SQUAT]
 
 
 def test_cli_remember_retry_with_the_same_key_is_a_replay(engine, installed) -> None:
@@ -638,7 +689,7 @@ def test_interrupted_import_says_how_far_it_got(engine, installed, relay: Relay,
 @pytest.mark.plain_http  # the TCP relay forwards plain HTTP
 def test_interrupted_merge_import_counts_only_the_written_prefix(engine, installed, relay: Relay, tmp_path: Path) -> None:
     """Line 2 updates line 1, so it waits for the next batch while lines 3-7 are written with line 1
-    (#18): when that batch is cut, the message counts the lines before the first one not written."""
+    (a batch holds no two memories that could merge): when that batch is cut, the message counts the lines before the first one not written."""
     lines = [{"id": "a", "kind": "rule", "content": "the deploy window is Friday 18:00 for the billing service"},
              {"id": "b", "kind": "rule", "content": "the deploy window is Friday 20:00 for the billing service"},
              *({"id": f"n{i}", "content": f"note {i} on subject{i} and thing{i}"} for i in range(5))]
@@ -678,7 +729,7 @@ def _corpus(n_topics: int = 120, versions: int = 6) -> list[dict]:
         words = f"alpha{t} bravo{t} charlie{t} delta{t} echo{t} foxtrot{t} golf{t} hotel{t}"
         for v in range(versions):
             day = 1 + v * 3 + (-2 if v == 4 else 0)  # version 4 arrives late: older than version 3
-            text = f"{words} setting {v} level {t}{v}" if v != 2 else f"{words} setting 1 level {t}1"  # v2 restates v1
+            text = f"{words} setting level {t}{v}" if v != 2 else f"{words} setting level {t}1"  # v2 restates v1
             lines.append({"id": f"t{t}v{v}", "kind": "fact", "importance": 5,
                           "valid_from": f"2026-0{1 + v % 6}-{day:02d}T09:00:00Z", "content": text})
     rng.shuffle(lines)

@@ -1,6 +1,7 @@
 """A/B of the stored `recall` template of another checkout against this one's, on one 100k bench index.
 
-Reproduces the README's session-6 numbers ("Pruning": 2.85 -> 2.52 ms against a 1.78 ms floor):
+Reproduces the numbers of docs/concepts/ranking.md, "The rescore window" (2.85 -> 2.52 ms against a
+1.78 ms floor):
 
     git worktree add /tmp/esmem-old fec954e            # the commit before the change
     python docs/results/ab_recall_commits.py $ESMEM_URL /tmp/esmem-old

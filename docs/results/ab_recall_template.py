@@ -1,8 +1,8 @@
 """A/B of the stored `recall` template against the one of an older commit, on one index, interleaved.
 
-Reproduces the README's "Cost of the self-contained template" numbers:
+Reproduces the numbers of docs/guides/any-language.md, "What it costs":
 
-    git -C . archive 0455933 | tar -x -C /tmp/esmem-base        # the commit before issue 13
+    git -C . archive 0455933 | tar -x -C /tmp/esmem-base        # the last commit with native decay functions
     PYTHONPATH=/tmp/esmem-base python -c 'import json; from esmem.index.templates import render; \
       from esmem.domain.ranking import RecallParams, template_params, parse_time; print(json.dumps({ \
       "template": render("templates/search/recall.mustache.j2", {"prefix": "abold"}, shared=frozenset({"prefix"})), \

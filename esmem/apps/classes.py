@@ -1,8 +1,9 @@
-"""Class checks of `esmem eval` beyond rank metrics (issue 15), and the comparison with a saved run.
+"""Class checks of `esmem eval` beyond rank metrics (pinned reach, intrusion), and the comparison with a
+saved run.
 
 A query of a class set may name, besides `gold`:
 - `must_reach`: memories that must reach the agent's context - the ranked top-k or the pinned
-  section (esmem/pinned.py). `reach` is the fraction of them that did (mean over such queries).
+  section (esmem/domain/pinned.py). `reach` is the fraction of them that did (mean over such queries).
 - `not_ranked`: memories that must not take a ranked top-k slot (an allergy in an ops query).
   `intrude@k` is the fraction of such queries where one did.
 """
@@ -17,7 +18,8 @@ from typing import Any, Mapping, Sequence
 from esmem.errors import InvalidInput
 
 CLASS_METRICS = ("reach", "intrude@k")
-# The ranking defaults before issue 15, as recall overrides: `esmem eval --previous` runs them too.
+# The previous ranking defaults (no neighbour context, pinned section or resolution; MMR on index tokens at
+# lambda 0.7), as recall overrides: `esmem eval --previous` runs them too, to show what the current ones change.
 PREVIOUS_DEFAULTS = {"neighbour_boost": "0", "neighbour_prev": "0", "neighbour_next": "0", "must_not_miss": "true",
                      "pinned": "0", "resolve": "false", "mmr_similarity": "tokens", "mmr_lambda": "0.7"}
 COMPARED = ("p@1", "r@3", "r@5", "r@10", "mrr", "stale@1", "reach", "intrude@k")

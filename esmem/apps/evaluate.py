@@ -1,6 +1,6 @@
 """Retrieval evaluation on a real engine: P@1, R@k, MRR, nDCG@5, stale@1, context saving, latency.
 
-Dataset: JSONL in file order (see README "Evaluation"): `memory` lines go through the normal write
+Dataset: JSONL in file order (docs/guides/evaluation.md): `memory` lines go through the normal write
 path (merge on unless disabled), `query` lines are recalled read-only at their own `now`. Each run
 installs into a throwaway prefix and removes it afterwards, so evaluation never touches user data.
 """
@@ -34,7 +34,7 @@ from esmem.domain.threads import neighbour_text
 from esmem.apps.classes import class_metrics
 
 BASELINES = ("recency", "bm25")
-MERGE_KEYS = {"min_overlap": float, "dup_overlap": float, "merge": bool}
+MERGE_KEYS = {"min_overlap": float, "dup_overlap": float, "same_meaning": float, "merge": bool}
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,20 @@ in nodes and tools, LangMem's memory tools): JSON values under a namespace tuple
 - namespace tuple -> one esmem namespace, parts joined by ":" (`("memories", "u1")` -> `memories:u1`);
   a search covers exactly that namespace: esmem never searches across namespaces, so a prefix
   shorter than a stored namespace finds nothing there.
-- put(ns, key, value): `value["content"]` (a string) is the memory; optional `kind`, `importance`,
-  `entities`, `valid_from` in the value are used too, and the whole value is kept and returned by
-  get/search. Putting a key again supersedes its previous value (kept as history, `MemoryStore.history`);
-  a value on the same topic under another key may supersede that one too (esmem's merge).
+- put(ns, key, value): `value["content"]` (a string) is the memory; a value without a string
+  `content` (LangMem stores `{"content": {...}}` for structured memories) is stored as the JSON text
+  of its `content`, or of the whole value, so its words still rank. Optional `importance`,
+  `entities`, `valid_from` in the value are used too, and `kind` when it is one of esmem's kinds
+  (another `kind`, such as LangMem's schema names, stays only in the value). The whole value is kept
+  and returned by get/search. Putting a key again supersedes its previous value (kept as history,
+  `MemoryStore.history`); a value on the same topic under another key may supersede that one too
+  (esmem's merge).
 - search with `query` is `recall` (ranked in the engine, reheats what it returns); without a query it
   lists the newest memories. `filter` matches value fields by equality, after ranking.
-- delete is refused: esmem never deletes; put a corrected value instead (or `restore` an old one).
+- delete (`put(ns, key, None)`) is esmem's forget: a tombstone supersedes the key's memory, so get
+  and search no longer return it while `MemoryStore.history` keeps it (and `restore` brings it back).
+- a time-to-live is refused (`Unsupported`; `supports_ttl` is False): esmem keeps memories until they
+  are superseded or forgotten, and lets old ones fade in ranking instead.
 """
 from __future__ import annotations
 
@@ -39,12 +46,12 @@ from langgraph.store.base import (
 from esmem.domain.recaller import MAX_K
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory
-from esmem.errors import InvalidInput
+from esmem.errors import InvalidInput, Unsupported
 from esmem.index.catalog import Search
-from esmem.values import check_namespace
+from esmem.values import KINDS, check_namespace
 
 SEP = ":"
-VALUE_FIELDS = ("kind", "importance", "entities", "valid_from")
+VALUE_FIELDS = ("importance", "entities", "valid_from")
 
 
 def esmem_namespace(namespace: tuple[str, ...]) -> str:
@@ -57,7 +64,9 @@ def esmem_namespace(namespace: tuple[str, ...]) -> str:
 
 
 class EsmemStore(BaseStore):
-    """LangGraph's BaseStore over esmem: put = remember (with merge), search = recall."""
+    """LangGraph's BaseStore over esmem: put = remember (with merge), search = recall, delete = forget."""
+
+    supports_ttl = False
 
     def __init__(self, store: MemoryStore, *, touch: bool = True):
         self.store = store
@@ -85,26 +94,29 @@ class EsmemStore(BaseStore):
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         m = self._by_key(esmem_namespace(namespace), key)
-        return self._item(m, namespace) if m else None
+        return self._item(m, namespace) if m and not _tombstone(m) else None
 
     def _put(self, op: PutOp) -> None:
         ns = esmem_namespace(op.namespace)
-        if op.value is None:
-            raise InvalidInput("esmem never deletes a memory: put a corrected value under the key instead "
-                               "(the old one is kept as history)")
+        if op.ttl is not None:
+            raise Unsupported("esmem keeps memories until they are superseded or forgotten: no time-to-live "
+                              "(old memories fade in ranking instead); put without ttl")
+        previous = self._by_key(ns, op.key)
+        if op.value is None:  # the tombstone keeps the key: a later put supersedes it, history keeps all
+            if previous is not None and not _tombstone(previous):
+                self.store.forget(ns, previous.id, reason=f"deleted key {op.key!r}")
+            return
         value = dict(op.value)
-        content = value.get("content")
-        if not isinstance(content, str):
-            raise InvalidInput(f"value for key {op.key!r} needs a string 'content' (the memory text)")
         fields: dict[str, Any] = {k: value[k] for k in VALUE_FIELDS if value.get(k) is not None}
         if "entities" in fields:
             fields["entities"] = tuple(fields["entities"])
-        previous = self._by_key(ns, op.key)
+        if value.get("kind") in KINDS:
+            fields["kind"] = value["kind"]
         # a key names a mutable item: each put is a new version, so its identity is the key, the
         # version it replaces and the value (external_id alone would make a second put a replay)
         version = hashlib.sha256(json.dumps([op.key, previous.id if previous else None, value], sort_keys=True,
                                             default=str).encode("utf-8")).hexdigest()
-        self.store.remember(content, ns, external_id=op.key, metadata={"langgraph": value},
+        self.store.remember(_text(value, op.key), ns, external_id=op.key, metadata={"langgraph": value},
                             supersedes=previous.id if previous else None, idempotency_key=f"langgraph:{version}",
                             **fields)
 
@@ -116,7 +128,7 @@ class EsmemStore(BaseStore):
             found = [(r.memory, r.score) for r in res.items]
         else:
             found = [(m, None) for m in self._newest(ns, want)]
-        items = [self._item(m, op.namespace_prefix, score) for m, score in found]
+        items = [self._item(m, op.namespace_prefix, score) for m, score in found if not _tombstone(m)]
         if op.filter:
             items = [i for i in items if all(i.value.get(k) == v for k, v in op.filter.items())]
         return items[op.offset:op.offset + op.limit]
@@ -147,6 +159,21 @@ class EsmemStore(BaseStore):
         created = m.recorded_at or m.valid_from
         return SearchItem(namespace=tuple(namespace), key=m.external_id or m.id, value=value,
                           created_at=created, updated_at=created, score=score)
+
+
+def _tombstone(m: Memory) -> bool:
+    return bool((m.metadata or {}).get("tombstone"))
+
+
+def _text(value: dict[str, Any], key: str) -> str:
+    """The memory text of a value: its string `content`, else the JSON of its `content` or of itself."""
+    content = value.get("content")
+    if isinstance(content, str):
+        return content
+    try:
+        return json.dumps(value if content is None else content, ensure_ascii=False, sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"value for key {key!r} is not JSON: {e}") from None
 
 
 def _matches(ns: tuple[str, ...], cond: MatchCondition) -> bool:

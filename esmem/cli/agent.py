@@ -6,6 +6,7 @@ each command because esmem.cli.main imports this module to register the commands
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -21,15 +22,20 @@ def _policy(path: str | None) -> DecayPolicy:
 
 
 @click.command("config")
-@click.option("--file", "path", default=None, help="Decay policy file (.toml or .json).")
+@click.option("--policy", "path", default=None, help="Decay policy file (.toml or .json) to show.")
+@click.option("--file", "file_alias", default=None, hidden=True,
+              help="The former spelling of --policy, kept for scripts that use it.")
 @click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.pass_context
-def config_cmd(ctx: click.Context, path: str | None, sets: tuple[str, ...], as_json: bool) -> None:
+def config_cmd(ctx: click.Context, path: str | None, file_alias: str | None, sets: tuple[str, ...],
+               as_json: bool) -> None:
     """Show the ranking defaults: installed in the cluster (with --url/ESMEM_URL), or of a policy
-    file (--file), or esmem's built-in ones; and the recall parameters they produce."""
+    file (--policy), or esmem's built-in ones; and the recall parameters they produce."""
     from esmem.cli.common import _engine, _pairs
     from esmem.index.install import installed_policy
+
+    path = path or file_alias
 
     if path is None and ctx.obj.get("url"):
         installed = installed_policy(_engine(ctx), ctx.obj["prefix"])
@@ -58,10 +64,11 @@ def config_cmd(ctx: click.Context, path: str | None, sets: tuple[str, ...], as_j
 @click.command("stats")
 @click.option("-n", "--namespace", default=None, help="One namespace (default: all of the prefix).")
 @click.option("--top", type=click.IntRange(1, 100), default=5, show_default=True, help="Length of the hit lists.")
-@click.option("--json", "as_json", is_flag=True)
-@click.option("--plot", "plot_path", default=None, help="Also write a PNG dashboard here (needs matplotlib).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write a PNG dashboard here (needs matplotlib).")
 @click.pass_context
-def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool, plot_path: str | None) -> None:
+def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool, plot_path: Path | None) -> None:
     """Monitoring: memories by kind/status, hit analysis, age of recalled memories, merges."""
     from esmem.cli.common import _store
 
@@ -90,24 +97,27 @@ def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool
 
 @click.command("context")
 @click.argument("query", required=False)
-@click.option("-n", "--namespace", required=True)
-@click.option("-k", "k", type=int, default=5, show_default=True)
+@click.option("-n", "--namespace", required=True, help="The namespace (whose memories).")
+@click.option("-k", "--k", "k", type=int, default=5, show_default=True,
+              help="How many recalled memories the block may hold.")
 @click.option("--budget", type=click.IntRange(1), default=800, show_default=True,
               help="Character budget of the block.")
 @click.option("--tokens", "budget_tokens", type=click.IntRange(1), default=None, help="Also cap the estimated tokens.")
 @click.option("--recent", type=click.IntRange(0, 100), default=3, show_default=True,
               help="Recent memories in the 'Recent conversation' section.")
-@click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True)
+@click.option("--order", type=click.Choice(ORDERS), default="relevance", show_default=True,
+              help="Order of the relevant memories in the block.")
 @click.option("--from-messages", "messages_path", default=None,
               help="Build the query from a conversation (JSON list of {role, content}).")
 @click.option("--policy", "policy_path", default=None, help="Decay policy file (.toml or .json).")
 @click.option("--now", default=None, help="Reference time (ISO-8601; default now).")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of the block.")
 @click.pass_context
 def context_cmd(ctx: click.Context, query: str | None, namespace: str, k: int, budget: int,
                 budget_tokens: int | None, recent: int, order: str, messages_path: str | None,
                 policy_path: str | None, now: str | None, as_json: bool) -> None:
-    """Recall and print the prompt block an agent pastes before its question."""
+    """Recall QUERY (or the query built --from-messages) and print the prompt block an agent pastes
+    before its question."""
     from esmem.cli.common import _store, resolve_query
 
     query = resolve_query(query, messages_path)

@@ -94,8 +94,9 @@ def targets_table(report: Mapping[str, Any]) -> Table:
               help="Namespaces per corpus (Zipf-distributed sizes).")
 @click.option("--queries", type=click.IntRange(2), default=200, show_default=True,
               help="Measured queries over all namespaces; each of the two largest namespaces gets a quarter.")
-@click.option("--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True,
+              help="Memories each measured recall returns.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the synthetic corpus and queries.")
 @click.option("--merge-sample", type=click.IntRange(1), default=10_000, show_default=True,
               help="How many memories (the oldest) the with-merge ingest measurement writes.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,

@@ -46,10 +46,8 @@ def _engine(ctx: click.Context) -> Engine:
 
 
 def _store(ctx: click.Context, params: RecallParams | None = None, **options: Any) -> MemoryStore:
-    from esmem.domain.hybrid import embedder_for
-
-    eng = _engine(ctx)  # an index installed with an embedder gets its vectors and kNN leg from the CLI too
-    store = MemoryStore(eng, ctx.obj["prefix"], params=params, embedder=embedder_for(eng, ctx.obj["prefix"]), **options)
+    # an index installed with an embedder gets its vectors and kNN leg from the CLI too (connect loads it)
+    store = MemoryStore.connect(_engine(ctx), ctx.obj["prefix"], params=params, **options)
     ctx.call_on_close(store.close)  # after the command printed: the queued reheat write-backs
     return store
 

@@ -25,7 +25,7 @@ from esmem.engines import embedded
 from esmem.errors import EngineError, EsmemError, InvalidInput, InvalidItem, TemplateRenderError
 from esmem.index.install import check as check_drift
 from esmem.index.install import install as install_artifacts
-from esmem.values import iso, parse_time, utcnow
+from esmem.values import KINDS, iso, parse_time, utcnow
 
 
 
@@ -76,6 +76,11 @@ def _one_line_warning(message: Warning | str, category: type[Warning], *_: Any, 
     click.echo(f"warning: {str(message).splitlines()[0]}", err=True)
 
 
+NAMESPACE_HELP = "The namespace (whose memories): 1-128 of A-Z a-z 0-9 _ . : @ -."
+K_HELP = "How many memories to return."
+JSON_HELP = "Print JSON instead of a table."
+
+
 # -- engine ------------------------------------------------------------------------------------
 _ENGINE_OPTION = click.option("--engine", "flavour", type=click.Choice(list(embedded.FLAVOURS)),
                               default=embedded.DEFAULT_FLAVOUR, show_default=True,
@@ -95,10 +100,15 @@ def engine() -> None:
 @click.option("--nodes", type=click.IntRange(1, 5), default=1, show_default=True,
               help="Form a cluster of this many nodes on 127.0.0.1.")
 @click.option("--secure", is_flag=True, help="One 2.19 node with the security plugin: TLS, users, document-level security.")
-def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool) -> None:
+@click.option("--no-guard", "guard", flag_value=False, default=True,
+              help="With --secure: leave out esmem's guard plugin (a stock security plugin, as managed clusters run).")
+def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | None, nodes: int, secure: bool,
+              guard: bool) -> None:
     """Start the node(s) in the background; print the URL (of the first node) as the last line."""
+    if not guard and not secure:
+        raise InvalidInput("--no-guard goes with --secure")
     err.print(f"starting the embedded {flavour} (the first start fetches its jars, or builds it with Maven)...")
-    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure)
+    running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure, guard=guard)
     if running.secure:
         err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
                   highlight=False)
@@ -133,6 +143,30 @@ def engine_lock(flavour: str) -> None:
     click.echo(embedded.lock(flavour))
 
 
+@engine.command("image")
+@_ENGINE_OPTION
+@click.option("--secure", is_flag=True, help="The secured 2.19 node (TLS, users); its CA and admin password stay on this machine.")
+@click.option("--base", default=None, help="Base image with Java 21+ and useradd (default: a Debian minbase made with debootstrap).")
+@click.option("--suite", default="trixie", show_default=True, help="Debian suite of the debootstrap base.")
+@click.option("--mirror", default=None, help="Debian mirror of the debootstrap base (default: the one apt uses here).")
+@click.option("--tag", default=None, help="Image name (default: esmem/ENGINE:VERSION[-secure]).")
+@click.option("--runtime", "runtime", type=click.Choice(["docker", "podman"]), default=None,
+              help="Container CLI (default: docker if it answers, else podman).")
+def engine_image(flavour: str, secure: bool, base: str | None, suite: str, mirror: str | None, tag: str | None,
+                 runtime: str | None) -> None:
+    """Build an OCI image of the embedded engine from the locked jars (no registry); print its name last."""
+    from esmem.engines import container
+
+    err.print(f"building the {flavour} image (the first build makes the base image: a few minutes)...")
+    image = container.build(flavour, secure=secure, base=base, tag=tag, suite=suite, mirror=mirror, cli=runtime)
+    err.print(f"built with {image.runtime} on {image.base}; run: {Path(image.runtime).name} run -d -p 9200:9200 {image.name}",
+              highlight=False)
+    if image.secrets:
+        err.print(f"secured: trust {image.secrets / 'ca.pem'}, user admin, password in {image.secrets / 'admin-password'}",
+                  highlight=False)
+    click.echo(image.name)
+
+
 @engine.command("status")
 @_ENGINE_OPTION
 def engine_status(flavour: str) -> None:
@@ -140,7 +174,7 @@ def engine_status(flavour: str) -> None:
     running = embedded.read_state(embedded.state_dir(flavour))
     status = embedded.running_health(running) if running else None
     if running and status:
-        click.echo(f"{running.url} {status} (pid {', '.join(map(str, running.pids))}{', secured' if running.secure else ''})")
+        click.echo(f"{running.url} {status} (pid {', '.join(map(str, running.pids))}{', secured' if running.secure else ''}{'' if running.guard else ', no guard'})")
         return
     fail(f"the embedded {flavour} is not running", 1)
 
@@ -155,8 +189,10 @@ def engine_down(flavour: str) -> None:
 # -- install / check ---------------------------------------------------------------------------
 @cli.command()
 @click.option("--migrate", is_flag=True, help="Reindex into a new index when the mapping changed.")
-@click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True)
-@click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True)
+@click.option("--shards", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Primary shards of a new memory index (a namespace always lives on one shard).")
+@click.option("--replicas", type=click.IntRange(0, 8), default=0, show_default=True,
+              help="Replicas of each shard of a new memory index.")
 @click.option("--policy", "policy_path", default=None,
               help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
 @click.option("--embedder", default=None,
@@ -226,21 +262,22 @@ def uninstall(ctx: click.Context, delete_data: bool) -> None:
 # -- remember / recall / explain ---------------------------------------------------------------
 @cli.command()
 @click.argument("content")
-@click.option("-n", "--namespace", required=True)
-@click.option("--kind", default="fact", show_default=True)
+@click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP)
+@click.option("--kind", type=click.Choice(KINDS), default="fact", show_default=True,
+              help="What the memory is; the kind decides its half-life.")
 @click.option("--importance", type=float, default=None, help="1-10 (default: the rule-based scorer).")
 @click.option("--valid-from", default=None, help="ISO-8601 time it was said (default: now).")
 @click.option("--entity", "entities", multiple=True, help="An entity (repeatable).")
 @click.option("--evergreen", is_flag=True, help="Never decays.")
-@click.option("--source", default="user", show_default=True)
+@click.option("--source", default="user", show_default=True, help="Who said it (stored with the memory).")
 @click.option("--dry-run", is_flag=True, help="Show the merge decision without writing.")
 @click.option("--idempotency-key", default=None, help="Retrying with the same key lands on the same memory.")
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
 @click.pass_context
 def remember(ctx: click.Context, content: str, namespace: str, kind: str, importance: float | None,
              valid_from: str | None, entities: tuple[str, ...], evergreen: bool, source: str,
              dry_run: bool, idempotency_key: str | None, as_json: bool) -> None:
-    """Write one memory (supersede-merge decides added / superseded / duplicate)."""
+    """Write one memory, CONTENT (supersede-merge decides added / superseded / duplicate)."""
     res = _store(ctx).remember(content, namespace, kind=kind, importance=importance, valid_from=valid_from,
                                entities=entities, evergreen=evergreen, source=source, dry_run=dry_run,
                                idempotency_key=idempotency_key)
@@ -261,12 +298,12 @@ def _recall_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.argument("query", required=False),
         click.option("--from-messages", "messages_path", default=None,
                      help="Build the query from a conversation JSON file (fillers dropped) instead of QUERY."),
-        click.option("-n", "--namespace", required=True),
-        click.option("-k", "k", type=int, default=5, show_default=True),
+        click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP),
+        click.option("-k", "--k", "k", type=int, default=5, show_default=True, help=K_HELP),
         click.option("--set", "sets", multiple=True, help="Override a recall parameter: key=value."),
         click.option("--now", default=None, help="Reference time (ISO-8601; default now)."),
         click.option("--as-of", default=None, help="Only memories valid at this time."),
-        click.option("--json", "as_json", is_flag=True),
+        click.option("--json", "as_json", is_flag=True, help=JSON_HELP),
     ]):
         f = opt(f)
     return f
@@ -337,7 +374,7 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
 def recall(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
            sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool, touch: bool | None,
            explain_: bool) -> None:
-    """Recall the top-k memories of a namespace for a query (or for a conversation)."""
+    """Recall the top-k memories of a namespace for QUERY (or for a conversation, --from-messages)."""
     if touch is None:
         touch = now is None or parse_time(now) >= utcnow() - timedelta(minutes=1)
     res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, touch, explain_)
@@ -352,7 +389,7 @@ def recall(ctx: click.Context, query: str | None, messages_path: str | None, nam
 @click.pass_context
 def explain(ctx: click.Context, query: str | None, messages_path: str | None, namespace: str, k: int,
             sets: tuple[str, ...], now: str | None, as_of: str | None, as_json: bool) -> None:
-    """Recall read-only and show why each memory ranked where it did."""
+    """Recall QUERY read-only and show why each memory ranked where it did."""
     res = _recall(ctx, query, messages_path, namespace, k, sets, now, as_of, False, True)
     if as_json:
         click.echo(json.dumps(result_json(res), ensure_ascii=False))
@@ -360,19 +397,54 @@ def explain(ctx: click.Context, query: str | None, messages_path: str | None, na
         print_result(res, explain=True)
 
 
+@cli.command("export")
+@click.option("-n", "--namespace", "namespaces", multiple=True, required=True, help="A namespace (repeatable).")
+@click.option("--all-versions", is_flag=True, help="Every version (history, tombstones), not only active memories.")
+@click.option("--no-vectors", is_flag=True, help="Leave the embeddings out (the target re-embeds, or is lexical).")
+@click.pass_context
+def export_(ctx: click.Context, namespaces: tuple[str, ...], all_versions: bool, no_vectors: bool) -> None:
+    """Write the namespaces' memories to stdout as an export file (`esmem import --restore` reads it)."""
+    from rich.progress import Progress
+
+    from esmem.domain.export import selection
+
+    store = _store(ctx)
+    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("exporting", total=store.catalog.count_matching(selection(namespaces, all_versions)))
+        count = store.export(sys.stdout, namespaces, all_versions=all_versions, vectors=not no_vectors,
+                             progress=lambda n: bar.advance(task, n))
+    err.print(f"exported {count} memories")
+
+
 @cli.command("import")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("-n", "--namespace", default="default", show_default=True, help="For lines without one.")
 @click.option("--no-merge", is_flag=True, help="Index every line, no supersede-merge.")
 @click.option("--dry-run", is_flag=True, help="Decide without writing.")
+@click.option("--restore", "restore_", is_flag=True,
+              help="FILE is an `esmem export`: recreate its memories exactly (ids, links, statistics), no merge.")
 @click.pass_context
-def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool) -> None:
-    """Import memories from JSONL in file order (merge decisions batched with _msearch)."""
+def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_run: bool, restore_: bool) -> None:
+    """Import memories from the JSONL FILE in file order (merge decisions batched with _msearch)."""
     from rich.progress import Progress
 
+    from esmem.domain.export import read_header
     from esmem.domain.merge import MergePolicy
     from esmem.domain.jsonl import read_jsonl
 
+    header = read_header(str(file))
+    if restore_ or header:
+        if not restore_:
+            fail(f"{file} is an esmem export: restore it with `esmem import --restore {file}`")
+        if dry_run or no_merge:
+            fail("--restore writes the file as exported: --dry-run and --no-merge do not apply")
+        store = _store(ctx)
+        with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+            task = bar.add_task(f"restoring {file.name}", total=None)
+            done = store.restore_export(str(file), progress=lambda n: bar.advance(task, n),
+                                        total=lambda n: bar.update(task, total=n))
+        click.echo(f"{done.restored} memories restored" + (f", {done.existed} already there" if done.existed else ""))
+        return
     items, line_of = read_jsonl(str(file), namespace)
     store = _store(ctx, merge=MergePolicy(enabled=not no_merge))
     done = [0]
@@ -402,24 +474,103 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
                f"{counts['uncertain']} uncertain" + (f", {replayed} already imported" if replayed else ""))
 
 
+@cli.command()
+@click.option("-n", "--namespace", "namespaces", multiple=True,
+              help="Erase this namespace (repeatable); with --entity or --ids: only within it.")
+@click.option("--entity", default=None, help="Every memory that names or mentions this entity.")
+@click.option("--ids", "ids", multiple=True, help="These memory ids (repeatable, or comma-separated).")
+@click.option("--dry-run", is_flag=True, help="List what would be erased; erase nothing.")
+@click.option("--yes", is_flag=True, help="Confirm: erasing cannot be undone.")
+@click.pass_context
+def erase(ctx: click.Context, namespaces: tuple[str, ...], entity: str | None, ids: tuple[str, ...],
+          dry_run: bool, yes: bool) -> None:
+    """Delete memories for good (every version), print the proof (a count that must be 0) and keep an
+    audit record without content. Refuses without --yes."""
+    store = _store(ctx)
+    wanted = [i for arg in ids for i in arg.split(",") if i.strip()]
+    if not dry_run and not yes:
+        preview = store.erase(namespaces=namespaces, entity=entity, ids=wanted, dry_run=True)
+        fail(f"this would erase {preview.covered} memories for good: add --yes to confirm "
+             "(--dry-run lists them)")
+    done = store.erase(namespaces=namespaces, entity=entity, ids=wanted, dry_run=dry_run)
+    if dry_run:
+        for i in done.ids:
+            click.echo(i)
+        click.echo(f"(dry run) {done.covered} memories would be erased")
+        return
+    click.echo(f"erased {done.deleted} memories (selector: {done.selector}); "
+               f"still matching after refresh: {done.remaining}; audit record {done.audit_id}")
+    if done.remaining:
+        sys.exit(1)
+
+
+@cli.command("retention")
+@click.option("--policy", "policy_path", required=True, help="The policy file (.toml/.json) with a [retention] table.")
+@click.option("-n", "--namespace", "namespaces", multiple=True, help="Only these namespaces (default: all).")
+@click.option("--dry-run", is_flag=True, help="List what would be erased; erase nothing.")
+@click.option("--yes", is_flag=True, help="Confirm: erasing cannot be undone.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines instead of a summary.")
+@click.pass_context
+def retention_cmd(ctx: click.Context, policy_path: str, namespaces: tuple[str, ...], dry_run: bool, yes: bool,
+                  as_json: bool) -> None:
+    """Erase what the policy's [retention] rules say has been kept long enough (pinned memories never)."""
+    from collections import Counter
+
+    from esmem.domain.policy import load_policy
+
+    policy = load_policy(policy_path)
+    if policy.retention_rules.empty:
+        fail(f"{policy_path} has no [retention] rule: nothing would ever be erased")
+    store = _store(ctx)
+    if dry_run or not yes:
+        counts: Counter[tuple[str, str, str]] = Counter()
+        for d in store.retention_due(policy, namespaces):
+            counts[(d.kind, d.status, d.rule)] += 1
+            if as_json and dry_run:
+                click.echo(json.dumps(asdict(d), ensure_ascii=False))
+        total = sum(counts.values())
+        if not dry_run:
+            fail(f"this would erase {total} memories for good: add --yes to confirm (--dry-run lists them)")
+        if not as_json:
+            for (kind, status, rule), n in sorted(counts.items()):
+                click.echo(f"{n:>8}  {kind:<10} {status:<10} ({rule})")
+            click.echo(f"(dry run) {total} memories would be erased")
+        return
+    done = store.apply_retention(policy, namespaces)
+    click.echo(f"erased {done.deleted} memories; still due after refresh: {done.remaining}; "
+               f"audit record {done.audit_id}")
+    if done.remaining:
+        sys.exit(1)
+
+
+@cli.command("audit")
+@click.option("--last", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@click.pass_context
+def audit_cmd(ctx: click.Context, last: int) -> None:
+    """Print the erase and retention audit records (JSON lines, newest first): when, which selector
+    (SHA-256 digests of its values), how many memories went and how many still matched."""
+    for record in _store(ctx).catalog.audit_records(last):
+        click.echo(json.dumps(record, ensure_ascii=False))
+
+
 # -- history / restore -------------------------------------------------------------------------
 @cli.command()
 @click.argument("memory_id")
-@click.option("-n", "--namespace", required=True)
+@click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP)
 @click.pass_context
 def history(ctx: click.Context, memory_id: str, namespace: str) -> None:
-    """Show the version chain of a memory, oldest first."""
+    """Show the version chain of the memory MEMORY_ID, oldest first."""
     for m in _store(ctx).history(namespace, memory_id):
         click.echo(f"{m.id}  {m.status:<10} {iso(m.valid_from)[:19]}  {m.content}")
 
 
 @cli.command()
 @click.argument("memory_id")
-@click.option("-n", "--namespace", required=True)
+@click.option("-n", "--namespace", required=True, help=NAMESPACE_HELP)
 @click.option("--keep-successor", is_flag=True, help="Keep the successor active too (the merge was wrong).")
 @click.pass_context
 def restore(ctx: click.Context, memory_id: str, namespace: str, keep_successor: bool) -> None:
-    """Reactivate a superseded memory (undo a merge)."""
+    """Reactivate the superseded memory MEMORY_ID (undo a merge)."""
     m = _store(ctx).restore(namespace, memory_id, retire_successor=not keep_successor)
     click.echo(f"{m.id} is {m.status} again")
 
@@ -505,25 +656,27 @@ def _metric_row(m: dict[str, float], columns: tuple[str, ...] = METRIC_COLUMNS) 
 @click.argument("dataset", required=False, type=click.Path(path_type=Path))
 @click.option("--locomo", type=click.Path(path_type=Path, file_okay=False), default=None,
               help="Evaluate LoCoMo conversations from this folder (esmem vs the bm25 baseline).")
-@click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True)
+@click.option("-k", "--k", "k", type=click.IntRange(1, 100), default=5, show_default=True, help=K_HELP)
 @click.option("--set", "sets", multiple=True, help="Override a recall or merge parameter: key=value.")
 @click.option("--sweep", default=None, help="key=v1,v2,...: one row per value.")
-@click.option("--baseline", type=click.Choice(BASELINES), default=None)
+@click.option("--baseline", type=click.Choice(BASELINES), default=None,
+              help="Run a baseline instead of esmem: newest first (recency) or plain BM25 (bm25).")
 @click.option("--no-merge", is_flag=True, help="Ingest without supersede-merge.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
-@click.option("--plot", type=click.Path(path_type=Path), default=None, help="Draw the sweep as a PNG.")
+@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also draw the sweep as a PNG (needs matplotlib).")
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
 @click.option("--embedder", default=None, help=f"A model ({', '.join(MODELS)}): also run esmem hybrid (kNN leg fused with BM25; "
               "--set knn_weight=, fusion=convex|rrf, rrf_k=).")
 @click.option("--compare", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="A saved `esmem eval --json` run: print per group what changed against it.")
-@click.option("--previous", is_flag=True, help="Also run the ranking defaults before issue 15 and print "
-                                                "per group what the current defaults change.")
+@click.option("--previous", is_flag=True, help="Also run the previous ranking defaults (no pinned section, "
+              "resolution or neighbour expansion) and print per group what the current defaults change.")
 @click.pass_context
 def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int, sets: tuple[str, ...],
           sweep: str | None, baseline: str | None, no_merge: bool, as_json: bool, plot: Path | None,
           misses: bool, embedder: str | None, compare: Path | None, previous: bool) -> None:
-    """Measure retrieval quality of a JSONL dataset (or LoCoMo) on the engine."""
+    """Measure retrieval quality of the JSONL DATASET (or of LoCoMo, --locomo) on the engine."""
     from esmem.apps import evaluate as ev
     from esmem.apps import plots
     from esmem.domain.embedding import load_embedder
@@ -619,9 +772,10 @@ def _register() -> None:
     from esmem.cli.grant import grant_cmd, revoke_cmd
     from esmem.cli.mcp import mcp_cmd
     from esmem.cli.semantic import embed_cmd, merge_pairs_cmd
+    from esmem.cli.serve import serve_cmd, serve_key_cmd
 
     for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd, embed_cmd,
-                    merge_pairs_cmd):
+                    merge_pairs_cmd, serve_cmd, serve_key_cmd):
         cli.add_command(command)
 
 

@@ -17,11 +17,15 @@ import click
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True, help="HTTP: port.")
 @click.option("--path", "http_path", default="/mcp", show_default=True, help="HTTP: endpoint path.")
 @click.option("--policy", "policy_path", default=None, help="Decay policy file (.toml or .json) for recall.")
-@click.option("--no-touch", is_flag=True, help="Recalls do not reheat (read-only recall).")
+@click.option("--no-touch", is_flag=True,
+              help="Recalls do not reheat: recall and context write nothing and are annotated read-only.")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False),
+              help="HTTP: file holding the bearer token clients must send (or env ESMEM_MCP_TOKEN).")
 @click.pass_context
 def mcp_cmd(ctx: click.Context, namespace: str, transport: str, host: str, port: int, http_path: str,
-            policy_path: str | None, no_touch: bool) -> None:
-    """Model Context Protocol server: remember, recall, context, history, restore, forget for one namespace."""
+            policy_path: str | None, no_touch: bool, token_file: str | None) -> None:
+    """Model Context Protocol server for one namespace: remember, remember_many, edit, recall, context,
+    list, get, history, restore, forget. The HTTP transport needs a bearer token."""
     from esmem.cli.common import _store, fail
     from esmem.domain.policy import load_policy
     from esmem.values import check_namespace
@@ -34,6 +38,26 @@ def mcp_cmd(ctx: click.Context, namespace: str, transport: str, host: str, port:
         fail("esmem mcp needs the MCP SDK: pip install 'esmem[mcp]'")
 
     check_namespace(namespace)
+    token = None
+    if transport == "http":
+        token = _token(token_file)
+        if not token:
+            fail("the HTTP transport needs a bearer token: --token-file FILE or ESMEM_MCP_TOKEN")
     params = load_policy(policy_path).params() if policy_path else None
     serve(_store(ctx, params), namespace, transport=transport, host=host, port=port, path=http_path,
-          touch=not no_touch)
+          touch=not no_touch, token=token)
+
+
+def _token(path: str | None) -> str | None:
+    """The bearer token from --token-file, else ESMEM_MCP_TOKEN (surrounding whitespace dropped)."""
+    import os
+
+    from esmem.cli.common import fail
+
+    if path is None:
+        return (os.environ.get("ESMEM_MCP_TOKEN") or "").strip() or None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip() or None
+    except OSError as e:
+        fail(f"--token-file {path}: {e.strerror}")

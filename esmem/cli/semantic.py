@@ -40,7 +40,8 @@ def embed_cmd(ctx: click.Context, every: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object and nothing else.")
 @click.pass_context
 def merge_pairs_cmd(ctx: click.Context, path: Path, embedder: str, thresholds: str, by: str, as_json: bool) -> None:
-    """Precision/recall of the write path's merge decisions on labelled pairs, with every wrong one listed."""
+    """Precision/recall of the write path's merge decisions on the labelled pairs of the JSONL file PATH,
+    with every wrong one listed."""
     import json
 
     from rich.table import Table

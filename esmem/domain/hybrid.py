@@ -12,12 +12,12 @@ Their two ranked lists are fused here, before MMR:
 weight 0 is lexical esmem (no kNN search is sent). keep_top (default on): the BM25 leg's best hit
 stays first and the fusion re-ranks below it - the kNN leg alone is right at rank 1 about half as
 often as BM25 on LoCoMo (P@1 0.20 vs 0.37), so it adds recall, not a new top-1. The kNN leg brings
-knn_window (40) candidates. Chosen on LoCoMo with MiniLM (README "Semantic relevance"), by one rule:
+knn_window (40) candidates. Chosen on LoCoMo with MiniLM (docs/results/hybrid.md), by one rule:
 the setting that keeps lexical P@1 and gains most R@5 + R@10, checked on even and odd conversations
 apart; weight 0.3 stayed the best weight (window 20: 0.2 gave +2.5 R@5 / +1.5 R@10, 0.4 +1.6 / +2.8); dividing each
 leg by its top score instead of min-max lost 4 points of R@5. MMR compares words as in lexical recall
-(mmr_similarity=cosine for the stored vectors). RRF lost P@1 and recall in issue 16's side-by-side
-measurement (not re-run here).
+(mmr_similarity=cosine for the stored vectors). RRF is an option, not the default: it lost P@1 and
+recall against convex fusion in a side-by-side LoCoMo measurement.
 """
 from __future__ import annotations
 

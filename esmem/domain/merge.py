@@ -35,7 +35,9 @@ from esmem.errors import ConfigError
 class MergePolicy:
     """`min_overlap`: the topic overlap (Reading.overlap) a replacement without a change cue needs;
     `dup_overlap`: the Jaccard a restatement needs; `events`: kinds of happenings, replaced only by a
-    reschedule or a cancellation; `never_supersede`: kinds only ever de-duplicated."""
+    reschedule or a cancellation; `never_supersede`: kinds only ever de-duplicated; `same_meaning`:
+    with an embedder, the cosine at which a text with a change cue is on the candidate's topic
+    however few words they share (pairs.read)."""
 
     enabled: bool = True
     min_overlap: float = 0.5
@@ -43,10 +45,13 @@ class MergePolicy:
     candidates: int = 5
     events: tuple[str, ...] = ("event",)
     never_supersede: tuple[str, ...] = ()
+    same_meaning: float = 0.75
 
     def __post_init__(self) -> None:
         if not 0 < self.min_overlap <= 1 or not 0 < self.dup_overlap <= 1:
             raise ConfigError("merge overlaps must be in (0, 1]")
+        if not 0 < self.same_meaning <= 1:
+            raise ConfigError("merge same_meaning must be in (0, 1]")
         if not 1 <= self.candidates <= 100:
             raise ConfigError("merge candidates must be in 1..100")
 
@@ -58,11 +63,13 @@ class MergePolicy:
 
 @dataclass(frozen=True)
 class Candidate:
-    """An active memory the lookup returned (`source`: content, kind, valid_from, recorded_at)."""
+    """An active memory the lookup returned (`source`: content, kind, valid_from, recorded_at;
+    `cosine`: of its vector and the new memory's, when the kNN leg found it)."""
 
     id: str
     bm25: float
     source: Mapping[str, Any]
+    cosine: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,16 +94,18 @@ def read(content: str, kind: str, valid_from: str | None, c: Candidate, policy: 
     the newer (a late-arriving older statement)."""
     old, new = ordered(content, valid_from, c)
     return pairs.read(old, new, kind, dup_overlap=policy.dup_overlap, min_overlap=policy.min_overlap,
-                      events=policy.events), later(valid_from, c)
+                      events=policy.events, cosine=c.cosine, same_meaning=policy.same_meaning), later(valid_from, c)
 
 
-def could_merge(a: str, b: str, kind: str, policy: MergePolicy) -> bool:
+def could_merge(a: str, b: str, kind: str, policy: MergePolicy, semantic: bool = False) -> bool:
     """Whether `decide` could read two memories of `kind` as anything but coexisting: their topic
-    overlap reaches `min_overlap`, or `reach` when one of them reaches far (pairs.reaches_far). The
+    overlap reaches `min_overlap`, or `reach` when one of them reaches far (pairs.reaches_far); with
+    an embedder (`semantic`), any pair of which one reaches far (their cosine may say one topic). The
     write path keeps such pairs out of one batch and looks up again, in the settle step, only
     memories with such a pair among what was written since."""
     ta, tb = set(pair_tokens(a)), set(pair_tokens(b))
-    return bool(ta and tb) and _merges(len(ta & tb), len(ta), len(tb), reaches_far(a) or reaches_far(b), policy)
+    far = reaches_far(a) or reaches_far(b)
+    return bool(ta and tb) and ((semantic and far) or _merges(len(ta & tb), len(ta), len(tb), far, policy))
 
 
 def _merges(common: int, a: int, b: int, far: bool, policy: MergePolicy) -> bool:
@@ -110,8 +119,8 @@ class Mergeable:
     it of every memory against every earlier one of its group). A content added under a `key`
     can be discarded again (a memory the write retired) and comes back when added again."""
 
-    def __init__(self, kind: str, policy: MergePolicy):
-        self.kind, self.policy = kind, policy
+    def __init__(self, kind: str, policy: MergePolicy, semantic: bool = False):
+        self.kind, self.policy, self.semantic = kind, policy, semantic
         self._sizes: list[int] = []
         self._far: list[bool] = []
         self._postings: dict[str, list[int]] = defaultdict(list)
@@ -135,8 +144,12 @@ class Mergeable:
             self._gone.add(self._at[key])
 
     def any(self, content: str) -> bool:
-        """Whether `could_merge(content, c, kind, policy)` holds for some added content c not discarded."""
+        """Whether `could_merge(content, c, kind, policy, semantic)` holds for some added content c not
+        discarded."""
         ta, far = set(pair_tokens(content)), reaches_far(content)
+        if self.semantic and ta and any(self._sizes[i] and (far or self._far[i])
+                                        for i in range(len(self._sizes)) if i not in self._gone):
+            return True
         common = Counter(i for t in ta for i in self._postings.get(t, ()))
         return any(_merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy)
                    for i, n in common.items() if i not in self._gone)
@@ -155,7 +168,8 @@ def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: Mer
     same_kind = [c for c in candidates if c.source.get("kind") == kind]
     readings = {c.id: read(content, kind, valid_from, c, policy) for c in same_kind}
     scores: dict[str, dict[str, Any]] = {
-        c.id: {"bm25": c.bm25, "overlap": r.overlap, "jaccard": r.jaccard, "verdict": r.verdict, "why": r.why}
+        c.id: {"bm25": c.bm25, "overlap": r.overlap, "jaccard": r.jaccard, "verdict": r.verdict, "why": r.why,
+               **({"cosine": c.cosine} if c.cosine is not None else {})}
         for c in same_kind for r, _ in [readings[c.id]]}
     verdict: dict[str, str] = {}
     for c in same_kind:

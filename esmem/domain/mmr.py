@@ -19,7 +19,7 @@ SIMILARITIES = ("words", "tokens", "cosine")  # cosine: over stored vectors (hyb
 def similarity_set(text: str, similarity: str = "words") -> frozenset[str]:
     """What Jaccard compares. "words": stemmed words and CJK bigrams (the search analyzer's tokens):
     two Chinese notes on different topics share many single characters (的, 了, 是...) but few
-    bigrams. "tokens": the index tokens, CJK unigrams included (the measure before issue 15). "cosine"
+    bigrams. "tokens": the index tokens, CJK unigrams included (the previous default). "cosine"
     compares stored vectors; a candidate without one falls back to words."""
     return token_sets(text)[0 if similarity == "tokens" else 1]  # cached: once per memory and process
 

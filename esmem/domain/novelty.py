@@ -21,8 +21,8 @@ class Novelty:
     every write numbered up to it is known here, so the settle step of a batch that skipped look-ups
     looks at what was written after `cover`."""
 
-    def __init__(self, policy: MergePolicy, groups: set[tuple[str, str]], page: int):
-        self.policy, self.groups, self.page = policy, groups, page
+    def __init__(self, policy: MergePolicy, groups: set[tuple[str, str]], page: int, semantic: bool = False):
+        self.policy, self.groups, self.page, self.semantic = policy, groups, page, semantic
         self.empty: set[tuple[str, str]] | None = None  # known from the first batch's read on
         self.cover: int | None = None
         self.fresh: list[str] = []  # written by this write since the last read: that read need not return them
@@ -39,7 +39,7 @@ class Novelty:
         what was written since need not return it) or read from what others wrote."""
         key = (doc["namespace"], doc["kind"])
         if key not in self._known:
-            self._known[key] = Mergeable(doc["kind"], self.policy)
+            self._known[key] = Mergeable(doc["kind"], self.policy, self.semantic)
         self._known[key].add(doc["content"], doc_id)
         if written:
             self.fresh.append(doc_id)

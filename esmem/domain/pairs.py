@@ -326,11 +326,13 @@ def _read_text(raw: str) -> _Text:
 
 
 def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap: float = 0.5,
-         events: tuple[str, ...] = ("event",)) -> Reading:
+         events: tuple[str, ...] = ("event",), cosine: float | None = None, same_meaning: float = 1.0) -> Reading:
     """Read the pair (old, new) of one kind. `min_overlap`: the topic overlap a replacement without a
     change cue needs (with one, half of it and two shared words; below half, nothing but `coexists`);
     `events`: kinds whose memories are happenings, replaced only by a reschedule, a cancellation or a
-    correction."""
+    correction. `cosine` (the two texts' embeddings, when the store has an embedder) at or above
+    `same_meaning` makes a text with a change cue about the same topic however few words it shares
+    ("Shipping is weekly now." after "We release every two weeks."); without a cue it decides nothing."""
     o, n = _read_text(old), _read_text(new)
     event = kind in events
     jac = len(o.search & n.search) / len(o.search | n.search) if o.search and n.search else 0.0
@@ -345,7 +347,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     additive = bool(n.additive - o.additive) and not change
     # the common case of a look-up's candidates: too little in common to read further (with a change cue,
     # half of min_overlap and two shared words are enough)
-    if ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(set(o.plain) & set(n.plain)) >= 2)):
+    same_meaning = change and cosine is not None and cosine >= same_meaning
+    if not same_meaning and (ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(set(o.plain) & set(n.plain)) >= 2))):
         return Reading(COEXISTS, "another topic", round(ov, 4), round(jac, 4), 0, change, additive, flip, False)
     a, b = o.plain, n.plain
     shared = set(a) & set(b)
@@ -378,8 +381,10 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
         return reading(COEXISTS, "another subject")
     if additive:
         return reading(COEXISTS, "an additive cue")
-    if change and retract_only and slots:
+    if change and retract_only and slots and not same_meaning:
         return reading(UNCERTAIN, "it retracts, and says it of something else too")
+    if same_meaning and ov < min_overlap:
+        return reading(REPLACES, "a change cue, and the same meaning in other words")
     if change:
         return reading(REPLACES, "a reschedule, cancellation or correction" if event else "a change cue")
     if flip and not slots:

@@ -2,7 +2,7 @@
 
 A memory is pinned when it is evergreen or its importance reaches `importance_floor` (an allergy,
 a condition, a password...). Giving such memories free ranked slots put "I am allergic to
-penicillin" into the top 3 of "429 怎么重试" (issue 15), so they no longer take ranked slots by
+penicillin" into the top 3 of "429 怎么重试" (datasets/pinned.jsonl), so they take no ranked slots by
 default (`must_not_miss` off); a recall instead returns up to `pinned` of them in their own section
 (`RecallResult.pinned`, the context block's first section) when they apply:
 

@@ -16,10 +16,19 @@ recall uses. Example policy.toml (the same keys work as JSON):
     [recall]                         # any other RecallParams knob
     mode = "multiply"
     recent_n = 3
+    [retention]                      # what `esmem retention` erases (nothing unless set)
+    retired = "180d"                 # superseded versions of every kind: kept 180 days after they were replaced
+    [retention.retired_by_kind]      # ... overridden per kind ("none": kept for ever)
+    intent = "30d"
+    [retention.ttl]                  # active memories of a kind: erased this long after valid_from
+    event = "365d"
+
+Pinned memories (evergreen, or importance at or above recall's importance_floor) are never erased by
+retention (esmem/domain/retention.py).
 
 Every mistake is a ConfigError naming its key (`half_lives.intent: ...`), raised when the policy is
 built, not at the first recall. `esmem install --policy FILE` renders the policy into the stored
-templates, so every client of the cluster ranks by it (README "Query from any client").
+templates, so every client of the cluster ranks by it (docs/guides/any-language.md).
 """
 from __future__ import annotations
 
@@ -36,12 +45,13 @@ from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
 from esmem.values import check_kind, format_duration, parse_duration
 
-KEYS = ("default_half_life", "half_lives", "evergreen_kinds", "rho", "recall")
+KEYS = ("default_half_life", "half_lives", "evergreen_kinds", "rho", "recall", "retention")
+RETENTION_KEYS = ("retired", "retired_by_kind", "ttl")
 # Knobs the policy owns itself; setting them under [recall] would make two sources of truth.
 _OWNED = {"half_life": "default_half_life", "kind_half_lives": "half_lives", "rho": "rho"}
 
 
-def _duration(key: str, value: Any) -> timedelta | None:
+def _duration(key: str, value: Any, what: str = "half-life") -> timedelta | None:
     if value is None or isinstance(value, timedelta):
         d = value
     elif isinstance(value, str):
@@ -52,7 +62,7 @@ def _duration(key: str, value: Any) -> timedelta | None:
     else:
         raise ConfigError(f"{key}: expected a duration such as '7d', '12h' or 'none', got {value!r}")
     if d is not None and d.total_seconds() <= 0:
-        raise ConfigError(f"{key}: half-life must be positive, got {value!r}")
+        raise ConfigError(f"{key}: {what} must be positive, got {value!r}")
     return d
 
 
@@ -75,6 +85,54 @@ def _recall_value(key: str, value: Any) -> str:
 
 
 @dataclass(frozen=True)
+class Retention:
+    """How long memories stay before `esmem retention` erases them; None: for ever. `retired`: non-active
+    versions (superseded, forgotten, retired) of every kind, counted from when they were replaced
+    (`invalid_at`); `retired_by_kind` overrides it per kind; `ttl`: active memories of a kind, counted
+    from `valid_from`."""
+
+    retired: timedelta | None = None
+    retired_by_kind: Mapping[str, timedelta | None] = field(default_factory=dict)
+    ttl: Mapping[str, timedelta] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: Any, evergreen_kinds: Sequence[str] = ()) -> "Retention":
+        """The [retention] table, validated: unknown keys, kinds and durations are errors naming their key."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("retention: expected a table with retired, retired_by_kind, ttl")
+        for key in data:
+            if key not in RETENTION_KEYS:
+                raise ConfigError(f"unknown policy key 'retention.{key}' (known: {', '.join(RETENTION_KEYS)})")
+        by_kind, ttl = data.get("retired_by_kind", {}), data.get("ttl", {})
+        for key, table in (("retired_by_kind", by_kind), ("ttl", ttl)):
+            if not isinstance(table, Mapping):
+                raise ConfigError(f"retention.{key}: expected a table of kind = duration")
+        ttls = {}
+        for k, v in ttl.items():
+            kind = _kind(f"retention.ttl.{k}", k)
+            if kind in evergreen_kinds:
+                raise ConfigError(f"retention.ttl.{kind}: {kind} is an evergreen kind, exempt from retention")
+            d = _duration(f"retention.ttl.{k}", v, "a time to live")
+            if d is not None:
+                ttls[kind] = d
+        return cls(_duration("retention.retired", data.get("retired"), "a retention"),
+                   MappingProxyType({_kind(f"retention.retired_by_kind.{k}", k):
+                                     _duration(f"retention.retired_by_kind.{k}", v, "a retention")
+                                     for k, v in by_kind.items()}),
+                   MappingProxyType(ttls))
+
+    @property
+    def empty(self) -> bool:
+        """Whether this retention erases nothing."""
+        return self.retired is None and not self.ttl and not any(d is not None for d in self.retired_by_kind.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"retired": format_duration(self.retired),
+                "retired_by_kind": {k: format_duration(d) for k, d in self.retired_by_kind.items()},
+                "ttl": {k: format_duration(d) for k, d in self.ttl.items()}}
+
+
+@dataclass(frozen=True)
 class DecayPolicy:
     """Half-lives per kind, evergreen kinds, rho and other recall knobs; validated on construction.
 
@@ -86,6 +144,7 @@ class DecayPolicy:
     evergreen_kinds: Sequence[str] = ()
     rho: float = 0.5
     recall: Mapping[str, Any] = field(default_factory=dict)
+    retention: Mapping[str, Any] | Retention = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.half_lives, Mapping):
@@ -114,6 +173,8 @@ class DecayPolicy:
         object.__setattr__(self, "evergreen_kinds", evergreen)
         object.__setattr__(self, "rho", float(self.rho))
         object.__setattr__(self, "recall", MappingProxyType(recall))
+        if not isinstance(self.retention, Retention):
+            object.__setattr__(self, "retention", Retention.from_dict(self.retention, evergreen))
         self.params()  # a bad [recall] knob fails here, not at the first recall
 
     @classmethod
@@ -147,10 +208,16 @@ class DecayPolicy:
     def _default(self) -> timedelta | None:
         return cast("timedelta | None", self.default_half_life)
 
+    @property
+    def retention_rules(self) -> Retention:
+        """The [retention] table, validated (esmem/domain/retention.py applies it)."""
+        return cast(Retention, self.retention)
+
     def as_dict(self) -> dict[str, Any]:
         return {"default_half_life": format_duration(self._default),
                 "half_lives": {k: format_duration(d) for k, d in self._half_lives.items()},
-                "evergreen_kinds": list(self.evergreen_kinds), "rho": self.rho, "recall": dict(self.recall)}
+                "evergreen_kinds": list(self.evergreen_kinds), "rho": self.rho, "recall": dict(self.recall),
+                "retention": self.retention_rules.as_dict()}
 
 
 def load_policy(path: str | Path) -> DecayPolicy:

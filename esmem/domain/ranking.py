@@ -27,7 +27,7 @@ from esmem.errors import ConfigError
 from esmem.values import (KINDS, check_kind, epoch_ms, format_duration, parse_bool, parse_duration, parse_number,
                           parse_time)
 
-# Chosen from `esmem eval` (README "Choosing the defaults"): decay cost P@1 on both the rule store
+# Chosen from `esmem eval` (docs/results/defaults.md): decay cost P@1 on both the rule store
 # (seed 002) and LoCoMo (events: 30d 31.8%, 365d 35.9%, none 37.1%), and merge, not decay, fixes
 # conflicts. Only kinds that really expire decay: intentions within days, tastes within months.
 DEFAULT_KIND_HALF_LIVES: Mapping[str, timedelta | None] = MappingProxyType({
@@ -36,7 +36,7 @@ DEFAULT_KIND_HALF_LIVES: Mapping[str, timedelta | None] = MappingProxyType({
 })
 
 
-# Documented ranges (README "Guarantees"): every numeric knob finite, half-lives 1s..100 years.
+# Documented ranges (docs/reference/configuration.md): every numeric knob finite, half-lives 1s..100 years.
 MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
            "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
@@ -58,8 +58,8 @@ class RecallParams:
     beta: float = 0.3
     gamma: float = 0.2
     must_not_miss: bool = False    # pinned memories take no ranked slot: they have their own section
-    pinned: int = 3                # at most this many pinned memories that apply (esmem/pinned.py)
-    resolve: bool = True           # demote the older of two same-topic candidates (esmem/resolve.py)
+    pinned: int = 3                # at most this many pinned memories that apply (esmem/domain/pinned.py)
+    resolve: bool = True           # demote the older of two same-topic candidates (esmem/domain/resolve.py)
     resolve_overlap: float = 0.5
     resolve_factor: float = 0.9
     resolve_ratio: float = 0.5
@@ -67,15 +67,15 @@ class RecallParams:
     importance_floor: float = 8.0
     must_not_miss_boost: float = 1.0
     entity_boost: float = 2.0
-    neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/threads.py, README "Conversation turns")
+    neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/domain/threads.py)
     neighbour_prev: float = 0.5    # share of a candidate's score its previous turn inherits
     neighbour_next: float = 0.8    # ... and its next turn (the reply)
     min_importance: float = 1.0
     window: int = 20
     rescore_window: int = 100      # fuse the relevance top-N only, so the engine can prune; 0: every match
     mmr: bool = True
-    mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (README "Beyond plain BM25")
-    mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/mmr.py); cosine: stored vectors
+    mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (docs/concepts/mmr.md)
+    mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/domain/mmr.py); cosine: stored vectors
     recent_n: int = 0
     rho: float = 0.5               # reheat: fraction of the gap to `now` an access removes
     kinds: tuple[str, ...] | None = None

@@ -23,6 +23,7 @@ from esmem.domain.writer import MAX_QUERY_TERMS
 from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.index.install import installed_policy
+from esmem.tracing import span
 from esmem.values import check_memory_id, check_namespace, epoch_ms, iso, parse_time
 
 MAX_K = 1000
@@ -70,6 +71,15 @@ class Recaller:
         The stored `recall` template is called as any client calls it: namespace, query, size,
         now (and as_of); explicit `params` (or the store's) are passed as plain overrides, else the
         installed defaults rank."""
+        with span("esmem.recall", **{"esmem.k": k if isinstance(k, int) else -1}) as traced:
+            result = self._recall(query, namespace, k, params, now, as_of, touch, explain, fusion)
+            traced.set_attribute("esmem.results", len(result.items))
+            traced.set_attribute("esmem.engine_took_ms", result.engine_took_ms)
+            return result
+
+    def _recall(self, query: str, namespace: str, k: int, params: RecallParams | None,
+                now: datetime | str | None, as_of: datetime | str | None, touch: bool, explain: bool,
+                fusion: Fusion | None) -> RecallResult:
         started = time.perf_counter()
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("query is empty")
@@ -100,7 +110,19 @@ class Recaller:
         fuse = (fusion or self.semantic.fusion) if self.semantic else None
         if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
             searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))  # type: ignore[union-attr]
-        responses = self.catalog.msearch(searches, "recall")
+        with span("esmem.recall.search", **{"esmem.searches": len(searches)}) as traced:
+            responses = self.catalog.msearch(searches, "recall")
+            traced.set_attribute("esmem.engine_took_ms", float(sum(r.get("took", 0) for r in responses)))
+            traced.set_attribute("esmem.candidates", len(responses[0]["hits"]["hits"]))
+        with span("esmem.recall.rank") as traced:
+            return self._ranked(query, namespace, k, p, now_t, as_of_t, touch, explain, fuse, size, responses,
+                                started, traced)
+
+    def _ranked(self, query: str, namespace: str, k: int, p: RecallParams, now_t: datetime,
+                as_of_t: datetime | None, touch: bool, explain: bool, fuse: Fusion | None, size: int,
+                responses: list[dict[str, Any]], started: float, traced: Any) -> RecallResult:
+        """The client stages after the engine's answer: pinned gate, same-topic resolve, neighbours,
+        the kNN leg's fusion, MMR, recent-N, pinned section, reheat."""
         knn = responses.pop()["hits"]["hits"] if fuse and not fuse.lexical_only else None
         hits = responses[0]["hits"]["hits"]
         terms_by_id: dict[str, dict[str, float]] = {}
@@ -137,6 +159,9 @@ class Recaller:
             pinned = tuple(Memory.from_hit(h["_id"], h["_source"]) for h in
                            responses[2 if p.recent_n else 1]["hits"]["hits"] if h["_id"] not in chosen)[:p.pinned]
         engine_ms = float(sum(r.get("took", 0) for r in responses))
+        traced.set_attribute("esmem.demoted", len(demoted))
+        traced.set_attribute("esmem.neighbours_raised", len(raised))
+        traced.set_attribute("esmem.results", len(items))
         return RecallResult(query, namespace, now_t, p, tuple(items), recent,
                             (time.perf_counter() - started) * 1000, engine_ms, pinned)
 

@@ -24,7 +24,7 @@ The "matches about as well" path applies to rules and events only; a fact, prefe
 note is an update only when it says so: "Redis failover drills happen monthly" matches "Redis
 failover runbook" about as well as the runbook does and is no new version of it (tests/
 test_context.py). Events keep the path by measurement: without it datasets/diversity.jsonl fell to
-95% at the default MMR lambda (README "Beyond plain BM25").
+95% at the default MMR lambda (docs/concepts/ranking.md, "Updates merge cannot see").
 Without the second condition two different rules of one blog ("scan for private data before
 publishing an article" / "fill the article's front matter") that share the query's word "article"
 would be taken for versions of one rule (datasets/rules.jsonl q02, q17).

@@ -6,23 +6,28 @@ Read: template params -> one `_msearch/template` call -> MMR -> recent-N -> rehe
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any, Callable, Iterable, Sequence
+from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.importance import Scorer, rule_scorer
 from esmem.domain.merge_judge import MergeJudge
 from esmem.domain.merge import MergePolicy
+from esmem.domain.policy import DecayPolicy
 from esmem.domain.ranking import RecallParams
-from esmem.domain.recaller import Recaller
-from esmem.domain import repair, review
+from esmem.domain.recaller import MAX_K, Recaller
+from esmem.domain import erase as erasing
+from esmem.domain import export as exporting
+from esmem.domain import repair, retention, review
 from esmem.domain.reheat import flush_all
 from esmem.domain.repair import Finding
 from esmem.domain.review import Pending
 from esmem.domain.types import Memory, MemoryInput, RecallResult, WriteResult
 from esmem.domain.validate import Limits
 from esmem.domain.writer import Writer
-from esmem.index.catalog import Catalog
+from esmem.errors import InvalidInput
+from esmem.index.catalog import Catalog, Search
+from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.values import utcnow
 
@@ -46,6 +51,27 @@ class MemoryStore:
         self.writer = Writer(self.catalog, self.merge, scorer, Limits(max_content_bytes, max_future), clock,
                              self.semantic, merge_judge)  # merge_judge: esmem/domain/merge_judge.py
         self.recaller = Recaller(self.catalog, params, clock, self.semantic, background_reheat)
+        # tombstones skip the merge look-up: each supersedes exactly the memory it names, and two
+        # tombstones never merge with each other or with a real memory
+        self._tombstones = Writer(self.catalog, MergePolicy(enabled=False), scorer, Limits(max_content_bytes, max_future),
+                                  clock, self.semantic)
+
+    @classmethod
+    def connect(cls, target: "str | ConnectionConfig | Engine | None" = None, prefix: str = "esmem",
+                **options: Any) -> "MemoryStore":
+        """The one-line way in: a store over the cluster at `target` (a URL, a ConnectionConfig or an
+        Engine); None reads ESMEM_URL and the other ESMEM_* connection variables, as the CLI does. A URL
+        keeps the credentials and TLS options of the environment. An index installed with an embedder
+        gets it loaded (as the CLI does) unless `embedder=` is given; `options` go to the constructor."""
+        from esmem.domain.hybrid import embedder_for
+
+        if isinstance(target, Engine):
+            engine = target
+        else:
+            engine = Engine(target if isinstance(target, ConnectionConfig) else ConnectionConfig.from_env(url=target))
+        if "embedder" not in options:
+            options["embedder"] = embedder_for(engine, prefix)
+        return cls(engine, prefix, **options)
 
     def __enter__(self) -> "MemoryStore":
         return self
@@ -111,6 +137,28 @@ class MemoryStore:
         self.flush()
         return self.recaller.history(namespace, memory_id)
 
+    def recent(self, namespace: str, limit: int = 20) -> list[Memory]:
+        """The `limit` (1..1000) newest active memories of a namespace, newest first (no reheat)."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_K:
+            raise InvalidInput(f"limit must be an integer in 1..{MAX_K}, got {limit!r}")
+        self.flush()
+        resp = self.catalog.search(Search("recent", {"namespace": namespace, "size": limit}, routing=namespace))
+        return [Memory.from_hit(h["_id"], h["_source"]) for h in resp["hits"]["hits"]]
+
+    def forget(self, namespace: str, memory_id: str, *, reason: str | None = None) -> Memory:
+        """Stop recalling a memory: a tombstone supersedes it (nothing is deleted), so recall and
+        context no longer return it, `history` still shows it and `restore` brings it back. Returns
+        the tombstone, which keeps the memory's `external_id` (a caller's key then names the tombstone).
+        Only an active memory can be forgotten (`InvalidInput` otherwise)."""
+        target = self.get(namespace, memory_id)
+        if target.status != "active":
+            raise InvalidInput(f"memory {memory_id} is {target.status}, not active: nothing to forget")
+        note = f"Forgotten at the user's request{': ' + reason.strip() if reason and reason.strip() else ''}"
+        r = self._tombstones.write([MemoryInput(note, namespace, kind=target.kind, importance=1, source="agent",
+                                                supersedes=memory_id, metadata={"tombstone": True},
+                                                external_id=target.external_id)])[0]
+        return self.get(namespace, r.id)
+
     def count(self, namespace: str | None = None, status: str | None = "active") -> int:
         self.flush()
         return self.recaller.count(namespace, status)
@@ -146,3 +194,41 @@ class MemoryStore:
         successor = self.get(namespace, old.superseded_by) if old.superseded_by and old.status != "active" else None
         self.writer.restore(old, successor, retire_successor=retire_successor)
         return self.get(namespace, memory_id)
+
+    # -- lifecycle: export / restore ------------------------------------------------------------
+    def export(self, out: IO[str], namespaces: Sequence[str], *, all_versions: bool = False, vectors: bool = True,
+               progress: Callable[[int], None] | None = None) -> int:
+        """Write the namespaces' memories to `out` in the export format (esmem/domain/export.py),
+        streamed; active ones only unless `all_versions`. How many memories were written."""
+        self.flush()
+        return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
+                                vectors=vectors, progress=progress)
+
+    def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None,
+                       total: Callable[[int], None] | None = None) -> exporting.Restored:
+        """Create the memories of an export file exactly as exported (ids, links, statistics), no merge;
+        the file is checked whole first (`total`: how many it holds), and running it again resumes."""
+        return exporting.restore(self.catalog, path, progress=progress, total=total)
+
+    # -- lifecycle: erase -----------------------------------------------------------------------
+    def erase(self, *, namespaces: Sequence[str] = (), entity: str | None = None, ids: Sequence[str] = (),
+              dry_run: bool = False) -> erasing.Erased:
+        """Delete for good every memory the selector names (namespaces; an entity, named or mentioned;
+        ids) and every version linked to them, then count again (`remaining`, 0: the proof) and keep
+        an audit record without content (esmem/domain/erase.py). A dry run only lists them."""
+        self.flush()  # queued reheat write-backs land before the delete, not against deleted documents
+        return erasing.erase(self.catalog, now=self.clock(), namespaces=namespaces, entity=entity, ids=ids,
+                             dry_run=dry_run)
+
+    # -- lifecycle: retention -------------------------------------------------------------------
+    def retention_due(self, policy: DecayPolicy, namespaces: Sequence[str] = ()) -> Iterator[retention.Due]:
+        """The memories the policy's [retention] rules erase now (pinned ones never), streamed."""
+        self.flush()
+        return retention.due(self.catalog, policy.retention_rules, self.clock(), policy.params().importance_floor,
+                             policy.evergreen_kinds, namespaces)
+
+    def apply_retention(self, policy: DecayPolicy, namespaces: Sequence[str] = ()) -> retention.Applied:
+        """Erase what `retention_due` lists (delete-by-query, sliced), count again and audit the run."""
+        self.flush()
+        return retention.apply(self.catalog, policy.retention_rules, self.clock(),
+                               policy.params().importance_floor, policy.evergreen_kinds, namespaces)

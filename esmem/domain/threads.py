@@ -2,7 +2,7 @@
 
 A dialogue turn is short ("Super good! Rich and creamy") and the question that finds it names the
 topic of the turn before it ("What did Nate think of the coconut milk ice cream?"). Two measured
-remedies (README "Conversation turns"), both lexical:
+remedies (docs/concepts/ranking.md, "Conversation turns"), both lexical:
 
 1. Write time: a turn carries `thread` (its session), `seq` (its position) and `neighbours` (the
    text of the previous and next turn). `neighbours` is its own field, matched by recall with the

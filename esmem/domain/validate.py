@@ -145,6 +145,18 @@ def memory_id(namespace: str, key: str) -> str:
 
 
 
+# What a retry of the same input stores again. A stored document at a memory's id that differs in one of
+# them was not written by that input: an id pre-created by another writer, or a key reused. (Importance,
+# valid_from and recorded_at are left out: a retry runs later, and restating raises the importance.)
+IDENTITY = ("namespace", "content", "kind", "source", "evergreen", "entities", "metadata", "external_id",
+            "thread", "seq", "neighbours", "applies_to", "importance_rule")
+
+
+def differences(stored: Mapping[str, Any], doc: Mapping[str, Any]) -> list[str]:
+    """The IDENTITY fields in which a stored document differs from the one a write would store."""
+    return [f for f in IDENTITY if stored.get(f) != doc.get(f)]
+
+
 def document(item: MemoryInput, now: datetime, limits: Limits) -> tuple[str, dict[str, Any]]:
     """Validate one input into (deterministic id, index document); one check per field, each
     with a typed error. Importance is filled in later if missing."""

@@ -1,6 +1,6 @@
 """The write path: validate -> score importance -> look up candidates -> merge decision -> bulk write.
 
-The protocol of one batch (README "Guarantees") makes writes idempotent and safe to retry: ids are
+The protocol of one batch (docs/concepts/guarantees.md) makes writes idempotent and safe to retry: ids are
 deterministic, documents are created if absent, and every change to an existing memory is a stored
 update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that memory. Speed devices
 with a module of their own: the collector pause (esmem/domain/collector.py) and skipped look-ups in
@@ -24,9 +24,10 @@ from esmem.domain.merge import Candidate, Decision, Mergeable, MergePolicy, coul
 from esmem.domain.novelty import Novelty
 from esmem.domain.merge_judge import MergeJudge, verdicts
 from esmem.domain.types import Memory, MemoryInput, WriteResult
-from esmem.domain.validate import Limits, document
-from esmem.errors import EngineError, InvalidInput, InvalidItem
+from esmem.domain.validate import Limits, differences, document
+from esmem.errors import EngineError, IdTaken, InvalidInput, InvalidItem
 from esmem.index.catalog import Catalog, ScriptOp, Search
+from esmem.tracing import carried, span
 from esmem.values import iso
 
 MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
@@ -96,14 +97,17 @@ class Writer:
 
     @staticmethod
     def _candidates(responses: Sequence[Mapping[str, Any]], exclude: str | None = None) -> list[Candidate]:
-        """The lookup legs' candidates, BM25's first; one only the kNN leg found has bm25 0, so the
-        lexical supersede rule never takes it (a judge may). No responses: a look-up the write skipped."""
+        """The lookup legs' candidates, BM25's first; one only the kNN leg found has bm25 0. The kNN
+        leg's score is (1 + cosine) / 2 (cosine similarity, OpenSearch's lucene engine and
+        Elasticsearch alike): each candidate it found carries its cosine to the new memory, for the
+        reading of a reworded change (pairs.read). No responses: a look-up the write skipped."""
         if not responses:
             return []
         out = {c.id: c for c in candidates(responses[0], exclude)}
         for resp in responses[1:]:
             for c in candidates(resp, exclude):
-                out.setdefault(c.id, replace(c, bm25=0.0))
+                cosine = round(2 * c.bm25 - 1, 6)
+                out[c.id] = replace(out.get(c.id, replace(c, bm25=0.0)), cosine=cosine)
         return list(out.values())
 
     def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]]) -> list[Decision]:
@@ -135,15 +139,21 @@ class Writer:
         (cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
-        with paused_collector() if len(items) > batch_size else nullcontext():
-            return self._write(items, dry_run, batch_size, progress)
+        with span("esmem.remember", **{"esmem.memories": len(items), "esmem.dry_run": dry_run}) as traced, \
+                paused_collector() if len(items) > batch_size else nullcontext():
+            results = self._write(items, dry_run, batch_size, progress)
+            for action in ("added", "superseded", "duplicate", "outdated", "uncertain"):
+                traced.set_attribute(f"esmem.outcome.{action}", sum(r.action == action for r in results))
+            traced.set_attribute("esmem.replayed", sum(r.replayed for r in results))
+            return results
 
     def _write(self, items: Sequence[MemoryInput], dry_run: bool, batch_size: int,
                progress: Callable[[int], None] | None) -> list[WriteResult]:
-        pairs = self._prepare(items)
+        with span("esmem.remember.validate"):
+            pairs = self._prepare(items)
         self._known, self._mine, self._clean = {}, set(), None
         self._novelty = Novelty(self.merge, {(d["namespace"], d["kind"]) for _, d in pairs},
-                                min(10 * batch_size + 100, 10_000)) \
+                                min(10 * batch_size + 100, 10_000), self.semantic is not None) \
             if self.merge.enabled and self.judge is None and len(pairs) > batch_size else None
         explicit = [(i, d) for i, d in pairs if d.get("supersedes")]
         if explicit:  # an unknown predecessor fails before anything is written (unless already done)
@@ -169,7 +179,7 @@ class Writer:
                 durable = self._took(pairs, batch, done, results, durable, progress)
                 ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
                 todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
-                finishing = pool.submit(finish) if finish and todo else None
+                finishing = pool.submit(carried(finish)) if finish and todo else None
                 if finish and not todo:  # the last batch (a single one starts no thread)
                     finish()
         if not self.merge.enabled and not dry_run:
@@ -246,7 +256,8 @@ class Writer:
             doc_id, d = pairs[n]
             if self.merge.enabled:
                 key = (d["namespace"], d["kind"])
-                group = looked_at.get(key) or looked_at.setdefault(key, Mergeable(d["kind"], self.merge))
+                group = looked_at.get(key) or looked_at.setdefault(
+                    key, Mergeable(d["kind"], self.merge, self.semantic is not None))
                 waits = doc_id in ids or group.any(d["content"])
                 group.add(d["content"])
                 if waits:
@@ -258,7 +269,7 @@ class Writer:
             batch.append(n)
         return batch
 
-    # The write protocol of one batch (README "Guarantees"):
+    # The write protocol of one batch (docs/concepts/guarantees.md):
     #   1. ids already stored are replays: their links are repaired, nothing else is written; ids
     #      that some memory names in `superseded_by` are writes cut after step 2: they resume;
     #   2. targets are retired by the `retire` script (atomic on the target: only an ACTIVE memory
@@ -275,6 +286,9 @@ class Writer:
         if not self.merge.enabled and not any(d.get("supersedes") for _, d in pairs):
             return list(zip([i for i, _ in pairs], self._write_plain(pairs, dry_run))), None
         found = self._existing(pairs)
+        for doc_id, d in pairs:  # a stored id is a replay only if it holds what this write would store
+            if doc_id in found and (fields := differences(found[doc_id], d)):
+                raise IdTaken(doc_id, fields)
         fresh = [i for i, _ in pairs if i not in found]
         head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
         # One round trip for what the batch needs to know: writes absorbed as duplicates, retires
@@ -301,7 +315,8 @@ class Writer:
             seen = clean if self.merge.enabled and head else None
         if searches and clean is None:
             self.catalog.refresh()  # the retires and restates of earlier batches are searchable
-        responses = self.catalog.msearch(searches, "merge lookup") if searches else []
+        with span("esmem.remember.lookup", **{"esmem.searches": len(searches)}):
+            responses = self.catalog.msearch(searches, "merge lookup") if searches else []
         # A batch that skipped look-ups decided on what was known up to the novelty's cover: its settle
         # step looks at what was written after that.
         settle_from = novelty.cover if skipped and novelty else seen
@@ -323,8 +338,12 @@ class Writer:
                 resumed[winner].append(loser)
         if self.merge.enabled:
             found_at = _groups(responses[2:], [len(g) for g in legs])
-            decisions = self._decide([(d, self._candidates(r, exclude=doc_id))
-                                      for (doc_id, d), r in zip(batch, found_at)])
+            with span("esmem.remember.decide", **{"esmem.memories": len(batch)}) as traced:
+                candidates = [(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(batch, found_at)]
+                decisions = self._decide(candidates)
+                traced.set_attribute("esmem.candidates", sum(len(c) for _, c in candidates))
+                for action in {dec.action for dec in decisions}:
+                    traced.set_attribute(f"esmem.decision.{action}", sum(dec.action == action for dec in decisions))
             # A look-up that finds the memory itself: another writer created it since `found` was read. It
             # is no candidate of its own (it would retire itself); the create will find it: a replay.
             decisions = [Decision("add") if any(h["_id"] == doc_id for resp in r for h in resp["hits"]["hits"])
@@ -355,21 +374,28 @@ class Writer:
         return [WriteResult("added", i, replayed=i in existed) for i, _ in pairs]
 
     def _create(self, docs: Sequence[tuple[str, Mapping[str, Any]]], *, refresh: str | None = None,
-                retired: Sequence[tuple[str, str, str]] = ()) -> set[str]:
-        """Create-if-absent in one `_bulk`: the ids that already existed. If the engine rejects any
-        document, the ones this call created are deleted and the `retired` (namespace, target, winner)
-        are made active again: nothing of the batch remains."""
+                retired: Sequence[tuple[str, str, str]] = ()) -> dict[str, dict[str, Any]]:
+        """Create-if-absent in one `_bulk`: the stored documents of the ids that already existed, each
+        one what this write would store (a replay). If the engine rejects any document, or an id holds
+        another document or one these credentials cannot read (`IdTaken`), the ones this call created
+        are deleted and the `retired` (namespace, target, winner) are made active again: nothing of
+        the batch remains."""
         out = self.catalog.create(docs, refresh=refresh)
         for seq_no in out.seq_nos:
             self._wrote(seq_no)
-        if out.errors:
-            routing = {i: d["namespace"] for i, d in docs}
-            self.catalog.delete([(i, routing[i]) for i in out.created])
+        mine = dict(docs)
+        existed = self.catalog.mget([(i, mine[i]["namespace"]) for i in sorted(out.existed)])
+        taken = next(((i, differences(existed[i], mine[i]) if i in existed else []) for i in sorted(out.existed)
+                      if i not in existed or differences(existed[i], mine[i])), None)
+        if out.errors or taken:
+            self.catalog.delete([(i, mine[i]["namespace"]) for i in out.created])
             self.scripted([ScriptOp(ns, target, "unretire", {"winner": winner}) for ns, target, winner in retired])
             self.catalog.refresh()
+            if taken:
+                raise IdTaken(*taken)
             raise EngineError(f"the engine rejected {len(out.errors)} of {len(docs)} memories of a batch "
                               f"({out.errors[0]}); none of that batch was kept")
-        return out.existed
+        return existed
 
     def _existing(self, pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
         """The documents already stored under these ids (a replay, a retry, a resumed import)."""
@@ -454,11 +480,11 @@ class Writer:
                 body.update(_uncertain_link(d, dec.targets[0]))
             docs.append((doc_id, body))
         creating = [(i, d) for i, d, _ in mems if i in final]
-        existed: set[str] = set()
+        existed: dict[str, dict[str, Any]] = {}
         if docs:
             retired = [(d["namespace"], t, i) for i, d in creating for t in kept[i]]
             existed = self._create(docs, retired=retired)
-        # Another writer created the same id first (identical content and valid_from): this write is a
+        # Another writer created the same id first (the same memory: `_create` checked it): this write is a
         # replay of what it stored. What this write retired for the id before it learnt so is linked
         # from the stored memory, which the retire names as successor (`link` adds, never overwrites).
         self.scripted([ScriptOp(d["namespace"], i, "link", {"loser": t}) for i, d in creating if i in existed
@@ -466,7 +492,7 @@ class Writer:
         for doc_id, d in creating:
             dec = final[doc_id]
             if doc_id in existed:
-                results[doc_id] = self._replayed(doc_id, self._existing([(doc_id, d)])[doc_id], False)
+                results[doc_id] = self._replayed(doc_id, existed[doc_id], False)
             elif dec.action == "outdated":
                 self._link(d["namespace"], dec.targets[0].id, doc_id)
                 results[doc_id] = self._result(doc_id, dec)
@@ -624,7 +650,7 @@ class Writer:
         for h in hits:
             since[(h["_source"]["namespace"], h["_source"]["kind"])].append((h["_id"], h["_source"]["content"]))
         return [(doc_id, d) for doc_id, d in written if any(
-            other != doc_id and could_merge(d["content"], content, d["kind"], self.merge)
+            other != doc_id and could_merge(d["content"], content, d["kind"], self.merge, self.semantic is not None)
             for other, content in since[(d["namespace"], d["kind"])])]
 
     def _wrote(self, seq_no: int | None) -> None:

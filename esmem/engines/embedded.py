@@ -80,6 +80,7 @@ class Running:
     pids: tuple[int, ...] = ()
     urls: tuple[str, ...] = ()
     secure: bool = False
+    guard: bool = True  # the secured engine with esmem's DlsGuardPlugin (False: a stock security plugin)
 
     @property
     def ca(self) -> Path | None:
@@ -130,6 +131,21 @@ def _classpath(name: str | None = None, *, secure: bool = False) -> tuple[list[s
         entries = [target / "classes", *sorted((target / "lib").glob("*.jar")), *sorted((target / "lib").glob("*.zip"))]
     paths, plugins = engine_plugins.expand(entries, home_dir() / "plugins")
     return [str(p) for p in paths], plugins
+
+
+def node_classpath(name: str | None = None, *, secure: bool = False, guard: bool = True) -> tuple[list[str], list[str]]:
+    """The node's classpath entries in order and the plugin classes to load (-Desmem.plugins): for the
+    secured engine, the security plugin's jars before the plugin zips' jars (for a jar both bring, its
+    version wins) and its plugin and (`guard`) esmem's DLS guard added."""
+    entries, plugins = _classpath(name, secure=secure)
+    if not secure:
+        return entries, plugins
+    from esmem.engines import embedded_secure
+
+    target = build(name, secure=True)
+    zipped = [e for e in entries if Path(e).is_relative_to(home_dir() / "plugins")]
+    return ([*(e for e in entries if e not in zipped), *embedded_secure.classpath(target), *zipped],
+            [*plugins, embedded_secure.PLUGIN_CLASS, *([embedded_secure.GUARD_CLASS] if guard else [])])
 
 
 def _maven(fl: Flavour) -> tuple[str, dict[str, str]]:
@@ -257,7 +273,7 @@ def read_state(home: Path | None = None) -> Running | None:
         return None
     nodes = info.get("nodes") or [{"pid": info["pid"], "url": info["url"]}]
     return Running(nodes[0]["pid"], nodes[0]["url"], home, tuple(n["pid"] for n in nodes),
-                   tuple(n["url"] for n in nodes), bool(info.get("secure", False)))
+                   tuple(n["url"] for n in nodes), bool(info.get("secure", False)), bool(info.get("guard", True)))
 
 
 def _alive(pid: int) -> bool:
@@ -289,11 +305,13 @@ def java_opts() -> list[str]:
 
 def up(*, port: int | None = None, data: Path | None = None, home: Path | None = None,
        heap: str | None = None, timeout: float = 180.0, engine: str | None = None, nodes: int = 1,
-       secure: bool = False) -> Running:
+       secure: bool = False, guard: bool = True) -> Running:
     """Start the node(s) in the background (or return the ones already running) and wait for health.
 
     `secure`: one OpenSearch 2.19 node with the security plugin, TLS and a generated admin password
-    (embedded_secure); it gets its own node directory, so open and secured data never mix.
+    (embedded_secure); it gets its own node directory, so open and secured data never mix. `guard`
+    False leaves esmem's DlsGuardPlugin out: a stock OpenSearch with the security plugin, as a managed
+    cluster runs it.
 
     With `nodes` > 1 the nodes form one cluster on 127.0.0.1 (each with its own data directory), so
     replicas and node failures can be tried on one machine; with an even count the last node is
@@ -304,12 +322,13 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
         raise EsmemError("the secured embedded engine is one OpenSearch 2.19 node (security plugin 2.19.4.0)")
     home = (home or state_dir(fl.name)).resolve()
     running = read_state(home)
-    if running and all(_alive(p) for p in running.pids) and running.secure != secure:
-        raise EsmemError(f"a{' secured' if running.secure else 'n open'} embedded engine already runs at "
-                         f"{running.url} for this ESMEM_HOME: `esmem engine down` first")
+    if running and all(_alive(p) for p in running.pids) and (running.secure, running.guard) != (secure, guard or not secure):
+        kind = f"a secured embedded engine already runs{'' if running.guard else ' without the guard'}" \
+            if running.secure else "an open embedded engine already runs"
+        raise EsmemError(f"{kind} at {running.url} for this ESMEM_HOME: `esmem engine down` first")
     if running and all(_alive(p) for p in running.pids) and running_health(running):
         return running
-    entries, plugins = _classpath(fl.name, secure=secure)
+    entries, plugins = node_classpath(fl.name, secure=secure, guard=guard)
     cp = os.pathsep.join(entries)
     if secure:
         target = build(fl.name, secure=True)
@@ -331,10 +350,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
             from esmem.engines import embedded_secure
 
             embedded_secure.configure(home, node_home, target)
-            # the security plugin's jars before the plugin zips' jars: for a jar both bring, its version wins
-            zipped = [e for e in entries if Path(e).is_relative_to(home_dir() / "plugins")]
-            cp = os.pathsep.join([*(e for e in entries if e not in zipped), *embedded_secure.classpath(target), *zipped])
-            props = [f"-Desmem.plugins={','.join([*plugins, embedded_secure.PLUGIN_CLASS, embedded_secure.GUARD_CLASS])}",
+            props = [f"-Desmem.plugins={','.join(plugins)}",
                      f"-Dlog4j2.configurationFile={embedded_secure.log_config(node_home)}"]
         if nodes > 1:
             node_home = node_home / names[i]
@@ -352,7 +368,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
         log = str(home / ("engine.log" if nodes == 1 else f"engine-{names[i]}.log"))
         nodes_state.append({"pid": _spawn(cmd, log), "url": f"{'https' if secure else 'http'}://127.0.0.1:{http_port}",
                             "cmd": cmd, "log": log})
-    _write_state(home, {"engine": fl.name, "nodes": nodes_state, "secure": secure})
+    _write_state(home, {"engine": fl.name, "nodes": nodes_state, "secure": secure, "guard": guard or not secure})
     started = [(n["pid"], n["log"]) for n in nodes_state]
     url = nodes_state[0]["url"]
     deadline = time.monotonic() + timeout

@@ -14,6 +14,7 @@ from urllib.parse import quote
 from esmem.errors import EngineError, NotFound
 from esmem.index.engine import Engine, ndjson, parameter_error
 from esmem.index.install import Names, require_installed
+from esmem.index.refresh import refreshes
 from esmem.index.scripted import scripted_bulk
 
 
@@ -59,6 +60,16 @@ class Checkpoint:
 
     seen: int
     last: int | None
+
+
+# The audit index: when, which selector (digests only), how many; never a memory's text.
+AUDIT_INDEX = {
+    "settings": {"index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"}},
+    "mappings": {"dynamic": "strict", "properties": {
+        "at": {"type": "date"}, "action": {"type": "keyword"}, "selector": {"type": "keyword"},
+        "values_sha256": {"type": "keyword"}, "namespaces_sha256": {"type": "keyword"},
+        "deleted": {"type": "long"}, "remaining": {"type": "long"}, "policy": {"type": "object", "enabled": False}}},
+}
 
 
 class Catalog:
@@ -124,11 +135,15 @@ class Catalog:
         return resp if resp.get("found") else None
 
     def mget(self, keys: Sequence[tuple[str, str]]) -> dict[str, dict[str, Any]]:
-        """The `_source` of the documents that exist among (id, namespace) pairs."""
+        """The `_source` of the documents that exist among (id, namespace) pairs; a document the engine
+        failed to read (refused, a shard down) raises rather than counting as absent."""
         if not keys:
             return {}
         resp = self.engine.request("POST", f"/{self.alias}/_mget", {
             "docs": [{"_id": i, "routing": ns} for i, ns in keys]})
+        failed = next((doc for doc in resp["docs"] if "error" in doc), None)
+        if failed:
+            raise EngineError(f"reading memory {failed['_id']} failed: {failed['error']}")
         return {doc["_id"]: doc["_source"] for doc in resp["docs"] if doc.get("found")}
 
     def create(self, docs: Sequence[tuple[str, Mapping[str, Any]]], *, refresh: str | None = None) -> Created:
@@ -182,7 +197,9 @@ class Catalog:
                             {"routing": namespace, "refresh": "true", "retry_on_conflict": 3})
 
     def refresh(self) -> None:
-        self.engine.request("POST", f"/{self.alias}/_refresh")
+        """Make every write acknowledged so far searchable (refreshes shared with the process's other
+        callers: esmem/index/refresh.py)."""
+        refreshes(self.engine, self.alias)()
 
     def checkpoint(self) -> Checkpoint | None:
         """Where the index's sequence numbers stand; None when the cluster does not say (e.g. a role
@@ -198,6 +215,86 @@ class Catalog:
                               max(p["max_seq_no"] for p in points) if len(shards) == 1 else None)
         except (EngineError, KeyError, TypeError):
             return None
+
+    # -- whole-index reads and deletes (export, erase, retention) -------------------------------
+    def count_matching(self, query: Mapping[str, Any]) -> int:
+        """How many documents match a query now (refreshed first: the proof after a delete)."""
+        self.refresh()
+        return int(self.engine.request("POST", f"/{self.alias}/_count", {"query": dict(query)})["count"])
+
+    def stream(self, query: Mapping[str, Any], *, page: int = 500,
+               source: Mapping[str, Any] | bool = True) -> Iterator[dict[str, Any]]:
+        """Every hit (`_id`, `_source`) matching `query`, read in pages under one point in time (a
+        consistent view while others write) with search_after on a unique sort: constant memory.
+        Where the engine refuses a point in time (OpenSearch without the privilege), search_after
+        alone: documents written meanwhile may or may not be included."""
+        pit = self._open_pit()
+        opensearch = self.engine.info.family == "opensearch"
+        body: dict[str, Any] = {"size": page, "query": dict(query), "_source": source, "track_total_hits": False,
+                                "sort": [{"_id": "asc"} if opensearch else {"_shard_doc": "asc"}]}
+        after: list[Any] | None = None
+        try:
+            while True:
+                if after is not None:
+                    body["search_after"] = after
+                if pit:
+                    body["pit"] = {"id": pit, "keep_alive": "2m"}
+                    resp = self.engine.request("POST", "/_search", body)
+                    pit = resp.get("pit_id") or pit  # Elasticsearch may hand back a new id
+                else:
+                    resp = self.engine.request("POST", f"/{self.alias}/_search", body)
+                hits = resp["hits"]["hits"]
+                yield from hits
+                if len(hits) < page:
+                    return
+                after = hits[-1]["sort"]
+        finally:
+            if pit:
+                self._close_pit(pit)
+
+    def _open_pit(self) -> str | None:
+        try:
+            if self.engine.info.family == "opensearch":
+                return self.engine.request("POST", f"/{self.alias}/_search/point_in_time",
+                                           params={"keep_alive": "2m"})["pit_id"]
+            return self.engine.request("POST", f"/{self.alias}/_pit", params={"keep_alive": "2m"})["id"]
+        except EngineError as e:
+            if self.engine.info.family == "opensearch" and e.status in (400, 403, 404, 405):
+                return None
+            raise
+
+    def _close_pit(self, pit: str) -> None:
+        if self.engine.info.family == "opensearch":
+            self.engine.request("DELETE", "/_search/point_in_time", {"pit_id": [pit]})
+        else:
+            self.engine.request("DELETE", "/_pit", {"id": pit})
+
+    def delete_matching(self, query: Mapping[str, Any]) -> int:
+        """Delete every document matching `query` (delete-by-query, sliced per shard), refreshed;
+        how many were deleted. A document another writer changed meanwhile is skipped, not fatal:
+        callers count what is left and run it again."""
+        resp = self.engine.request("POST", f"/{self.alias}/_delete_by_query", {"query": dict(query)}, {
+            "slices": "auto", "conflicts": "proceed", "refresh": "true", "wait_for_completion": "true"})
+        return int(resp.get("deleted", 0))
+
+    def audit(self, record: Mapping[str, Any]) -> str:
+        """Store one audit record (no memory content) in the prefix's audit index; its id."""
+        name = self.names.audit
+        try:
+            self.engine.request("PUT", f"/{name}", AUDIT_INDEX)
+        except EngineError as e:
+            if e.status != 400 or "resource_already_exists" not in str(e.body):
+                raise
+        return self.engine.request("POST", f"/{name}/_doc", dict(record), {"refresh": "true"})["_id"]
+
+    def audit_records(self, size: int = 100) -> list[dict[str, Any]]:
+        """The newest audit records, newest first (none before the first erase)."""
+        try:
+            resp = self.engine.request("POST", f"/{self.names.audit}/_search",
+                                       {"size": size, "sort": [{"at": "desc"}]})
+        except NotFound:
+            return []
+        return [h["_source"] for h in resp["hits"]["hits"]]
 
     # -- index statistics (benchmarks) ---------------------------------------------------------
     def store_stats(self, *, force_merge: bool = False) -> dict[str, Any]:

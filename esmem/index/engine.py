@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable
 import orjson
 
 from esmem.index.connection import ConnectionConfig, redact_text
+from esmem.tracing import span
 from esmem.errors import (AuthenticationFailed, EngineError, EngineUnavailable, InvalidParameter, NotFound, TLSFailure,
                           UnsupportedEngine, VersionConflict)
 
@@ -174,7 +175,11 @@ class Engine:
         self.info  # noqa: B018 - detect first: the family decides the client, and errors name the engine
         if self.recorder:
             self.recorder(method, path, body, params)
-        return self._call(method, path, body, params)
+        if self._send != self._send_opensearch:  # the Elasticsearch client traces its requests itself
+            return self._call(method, path, body, params)
+        with span("esmem.engine", client=True, **{"db.system.name": "opensearch", "http.request.method": method,
+                                                  "url.path": path}):
+            return self._call(method, path, body, params)
 
     def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         headers = {"accept": "application/json"}

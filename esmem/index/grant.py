@@ -6,8 +6,14 @@ role's DLS query is applied by the engine to every read of the memories index (`
 namespace even when it calls the REST API directly.
 
 OpenSearch: a role (security plugin REST API) and an internal user mapped to it. Elasticsearch: an API
-key whose role descriptor carries the same DLS query (documented API; not run here, see README).
+key whose role descriptor carries the same DLS query (documented API; not run here, see docs/concepts/namespaces.md).
 Secrets never go to the terminal: the password (or API key) is read from, or written to, a 0600 file.
+
+A tenant (the namespaces one credential may use) gets an installed prefix of its own: the role's index
+privileges name only that prefix's alias and index, so the cluster refuses every read and write of another
+tenant's memories whatever the request (docs/security.md). DLS is only a read filter, so `grant` refuses
+to add a second tenant to a prefix unless asked to (`shared_index`: confined by DLS alone, which needs
+the secured embedded engine's guard for writes and some aggregations).
 """
 from __future__ import annotations
 
@@ -36,7 +42,11 @@ CLUSTER_ACTIONS = [
     "indices:data/read/search/template", "indices:data/read/msearch/template", "indices:data/read/msearch",
     "indices:data/read/mget", "indices:data/write/bulk", "indices:data/read/scroll", "indices:data/read/scroll/clear",
 ]
-INDEX_ACTIONS = ["read", "indices:data/write/index", "indices:data/write/update", "indices:data/write/bulk*",
+# Exactly the index actions esmem's calls need (not the `read` group: it grants _termvectors, whose
+# term statistics cover the whole index, _explain and field capabilities, which esmem never calls).
+INDEX_ACTIONS = ["indices:data/read/search", "indices:data/read/search/template", "indices:data/read/get",
+                 "indices:data/read/mget*",
+                 "indices:data/write/index", "indices:data/write/update", "indices:data/write/bulk*",
                  "indices:data/write/update/byquery",
                  "indices:admin/aliases/get", "indices:admin/refresh*", "indices:admin/mappings/get"]
 
@@ -55,25 +65,51 @@ def dls_query(namespaces: Sequence[str]) -> dict[str, Any]:
     return {"bool": {"filter": [{"terms": {"namespace": list(namespaces)}}]}}
 
 
+def index_patterns(prefix: str) -> list[str]:
+    """The prefix's alias and its memories indices, and nothing else: a regular expression, since a
+    wildcard (`team-memories-*`) would also match the indices of a prefix such as `team-memories-x`."""
+    names = Names(prefix)
+    escaped = "".join(c if c.isalnum() else "\\" + c for c in names.index(""))
+    return [names.alias, f"/{escaped}[0-9a-f]{{12}}/"]
+
+
 def role_body(prefix: str, namespaces: Sequence[str]) -> dict[str, Any]:
-    """The OpenSearch security role confining reads to `namespaces` of `prefix`'s memories."""
-    alias = Names(prefix).alias
+    """The OpenSearch security role confining an agent to `namespaces` of `prefix`'s memories."""
     return {
         "description": f"esmem: memories of {', '.join(namespaces)} under prefix {prefix}",
         "cluster_permissions": CLUSTER_ACTIONS,
-        "index_permissions": [{"index_patterns": [alias, f"{alias}-*"], "dls": json.dumps(dls_query(namespaces)),
+        "index_permissions": [{"index_patterns": index_patterns(prefix), "dls": json.dumps(dls_query(namespaces)),
                                "allowed_actions": INDEX_ACTIONS}],
     }
 
 
 def elasticsearch_role_descriptor(prefix: str, namespaces: Sequence[str]) -> dict[str, Any]:
     """The same confinement as an Elasticsearch role descriptor (for an API key or a native role)."""
-    alias = Names(prefix).alias
     return {
         "cluster": ["monitor"],
-        "indices": [{"names": [alias, f"{alias}-*"], "privileges": ["read", "index", "view_index_metadata"],
+        "indices": [{"names": index_patterns(prefix), "privileges": ["read", "index", "view_index_metadata"],
                      "query": dls_query(namespaces)}],
     }
+
+
+def other_tenants(engine: Engine, prefix: str, user: str, namespaces: Sequence[str]) -> list[str]:
+    """Namespaces outside `namespaces` that `prefix`'s index holds, or that another user's esmem role
+    there may use (OpenSearch): with any, a credential would share the index with another tenant."""
+    alias = Names(prefix).alias
+    try:
+        resp = engine.request("POST", f"/{alias}/_search", {
+            "size": 0, "query": {"bool": {"must_not": [{"terms": {"namespace": list(namespaces)}}]}},
+            "aggs": {"ns": {"terms": {"field": "namespace", "size": 10}}}})
+        found = [b["key"] for b in resp["aggregations"]["ns"]["buckets"]]
+    except NotFound:  # not installed yet: no memories
+        found = []
+    if engine.info.family != "elasticsearch":
+        roles = _security(engine, "GET", "/_plugins/_security/api/roles")
+        for name, role in roles.items():
+            for perm in role.get("index_permissions", []) if name != f"esmem-{prefix}-{user}" else []:
+                if perm.get("index_patterns") == index_patterns(prefix) and perm.get("dls"):
+                    found += json.loads(perm["dls"])["bool"]["filter"][0]["terms"]["namespace"]
+    return sorted(set(found) - set(namespaces))
 
 
 def _secret(path: Path) -> tuple[str, bool]:
@@ -104,14 +140,21 @@ def _security(engine: Engine, method: str, path: str, body: Any = None, attempts
             time.sleep(0.05 * (attempt + 1))
 
 
-def grant(engine: Engine, prefix: str, user: str, namespaces: Sequence[str], secret_file: Path) -> Grant:
-    """Create or update `user` (role `esmem-<prefix>-<user>`) confined to `namespaces`; idempotent."""
+def grant(engine: Engine, prefix: str, user: str, namespaces: Sequence[str], secret_file: Path, *,
+          shared_index: bool = False) -> Grant:
+    """Create or update `user` (role `esmem-<prefix>-<user>`) confined to `namespaces`; idempotent.
+    Refused (InvalidInput) when another tenant's namespaces are in the prefix, unless `shared_index`."""
     if not USER_RE.match(user or ""):
         raise InvalidInput(f"user name must match {USER_RE.pattern}, got {user!r}")
     if not namespaces:
         raise InvalidInput("give at least one namespace (-n)")
     ns = tuple(dict.fromkeys(check_namespace(n) for n in namespaces))
     role = f"esmem-{prefix}-{user}"
+    if not shared_index and (others := other_tenants(engine, prefix, user, ns)):
+        raise InvalidInput(
+            f"prefix {prefix} holds namespaces of another tenant ({', '.join(others[:5])}): give this credential a "
+            f"prefix of its own (esmem --prefix {prefix}-{user} install), or pass --shared-index to confine it by "
+            "document-level security alone (see docs/security.md for what that leaves open)")
     if engine.info.family == "elasticsearch":
         return _grant_elasticsearch(engine, prefix, user, ns, secret_file, role)
     password, _ = _secret(secret_file)

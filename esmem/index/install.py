@@ -46,6 +46,11 @@ class Names:
     def script(self, stem: str) -> str:
         return f"{self.prefix}-{stem}"
 
+    @property
+    def audit(self) -> str:
+        """The erase audit index: outside the memories pattern, so no recall, count or erase reads it."""
+        return f"{self.prefix}-audit"
+
 
 @dataclass(frozen=True)
 class Artifact:
@@ -306,7 +311,8 @@ def require_installed(engine: Engine, prefix: str) -> str:
 
 def uninstall(engine: Engine, prefix: str, *, delete_data: bool = True) -> list[str]:
     """Delete what `install` puts under `prefix` (never another prefix's): stored scripts, search
-    templates, the index template and, only with `delete_data`, the data index and its alias.
+    templates, the index template and, only with `delete_data`, the data index, its alias and the
+    erase audit index.
     Names come from the asset file names, not from rendering them, so removal works even for a
     broken template. Idempotent; returns what it removed."""
     names = Names(prefix)
@@ -315,6 +321,11 @@ def uninstall(engine: Engine, prefix: str, *, delete_data: bool = True) -> list[
         for row in engine.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
             engine.request("DELETE", f"/{row['index']}")
             removed.append(f"index {row['index']} (alias {names.alias})")
+        try:
+            engine.request("DELETE", f"/{names.audit}")
+            removed.append(f"index {names.audit}")
+        except NotFound:
+            pass
     root = assets_root()
     stems = [p.stem for p in (root / "painless").glob("*.painless")] + \
         [p.name.removesuffix(".mustache.j2") for p in (root / "templates" / "search").glob("*.mustache.j2")] + \

@@ -3,6 +3,7 @@ package dev.esmem.engine;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.List;
+import java.util.Set;
 import java.util.function.Supplier;
 
 import org.apache.lucene.util.SetOnce;
@@ -43,10 +44,13 @@ import org.opensearch.watcher.ResourceWatcherService;
  * therefore sees every document of the index: a `global` aggregation (its top_hits return the hidden
  * documents), the background set of significant_terms/significant_text (counts of hidden documents),
  * a terms aggregation with min_doc_count 0 below the top level (keys of hidden documents), and a
- * suggester (the terms dictionary of the whole index). This action filter runs after the security
- * filter and refuses such a search when the security plugin has put a DLS restriction on the request
- * (its thread-context headers), with 403 and one line saying what was refused. Users without DLS
- * (the admin) are not affected.
+ * suggester (the terms dictionary of the whole index). The same holds for any aggregation that
+ * reports buckets without documents (multi_terms, composite with missing buckets, histograms with
+ * min_doc_count 0, ...). This action filter runs after the security filter and, when the security
+ * plugin has put a DLS restriction on the request (its thread-context headers), lets through only the
+ * aggregations esmem's templates use (ALLOWED, at any depth, terms never with min_doc_count 0) and no
+ * suggester: anything else gets 403 and one line saying what was refused. Users without DLS (the
+ * admin) are not affected.
  *
  * DLS is also a read-only control: a DLS user with the index permission can overwrite (index by id)
  * a document it cannot see. Under DLS this filter lets a client's own write requests only create
@@ -61,6 +65,9 @@ public final class DlsGuardPlugin extends Plugin implements ActionPlugin {
     static final List<String> DLS_HEADERS = List.of(
         "_opendistro_security_dls_query", "_opendistro_security_dls_filter_level_query",
         "_opendistro_security_filter_level_dls_done");
+
+    /** The aggregation types esmem's stored templates use (templates/search): an allow-list, not a deny-list. */
+    static final Set<String> ALLOWED = Set.of("terms", "filter", "range", "sum", "cardinality", "top_hits");
 
     private final SetOnce<ThreadContext> threadContext = new SetOnce<>();
 
@@ -88,19 +95,19 @@ public final class DlsGuardPlugin extends Plugin implements ActionPlugin {
         if (source.suggest() != null) {
             return "a suggester";
         }
-        return source.aggregations() == null ? null : unguarded(source.aggregations().getAggregatorFactories(), true);
+        return source.aggregations() == null ? null : unguarded(source.aggregations().getAggregatorFactories());
     }
 
-    private static String unguarded(Collection<AggregationBuilder> aggs, boolean top) {
+    private static String unguarded(Collection<AggregationBuilder> aggs) {
         for (AggregationBuilder agg : aggs) {
             String type = agg.getType();
-            if (type.equals("global") || type.equals("significant_terms") || type.equals("significant_text")) {
+            if (!ALLOWED.contains(type)) {
                 return "a " + type + " aggregation";
             }
-            if (!top && agg instanceof TermsAggregationBuilder && ((TermsAggregationBuilder) agg).minDocCount() == 0) {
-                return "a terms aggregation with min_doc_count 0";  // the security plugin refuses it at the top
+            if (agg instanceof TermsAggregationBuilder && ((TermsAggregationBuilder) agg).minDocCount() == 0) {
+                return "a terms aggregation with min_doc_count 0";
             }
-            String inner = unguarded(agg.getSubAggregations(), false);
+            String inner = unguarded(agg.getSubAggregations());
             if (inner != null) {
                 return inner;
             }

@@ -1,0 +1,48 @@
+"""OpenTelemetry spans for remember and recall, when `opentelemetry-api` is installed (esmem[otel]).
+
+Without it every span is a no-op; with it and no SDK configured, the API's own no-op tracer. Spans
+carry counts, timings and decisions, never memory text, queries, namespaces or credentials: a trace
+of a recall says how long the engine and each client stage took and how many candidates there were.
+The Elasticsearch client traces its own requests; requests through opensearch-py get an
+`esmem.engine` span here (esmem/index/engine.py).
+"""
+from __future__ import annotations
+
+import contextvars
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable, ContextManager, Iterator, TypeVar
+
+try:
+    from opentelemetry import trace as _trace
+except ImportError:  # the optional dependency is absent: spans are no-ops
+    _trace = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+
+
+class _Quiet:
+    """The span handle when tracing is off: attributes go nowhere."""
+
+    def set_attribute(self, key: str, value: Any) -> None:
+        pass
+
+
+def span(name: str, *, client: bool = False, **attributes: Any) -> ContextManager[Any]:
+    """A span named `name` (CLIENT kind with `client`) around a block; yields it for more attributes."""
+    if _trace is None:
+        return nullcontext(_Quiet())
+    return _started(name, client, attributes)
+
+
+@contextmanager
+def _started(name: str, client: bool, attributes: dict[str, Any]) -> Iterator[Any]:
+    tracer = _trace.get_tracer("esmem")
+    kind = _trace.SpanKind.CLIENT if client else _trace.SpanKind.INTERNAL
+    with tracer.start_as_current_span(name, kind=kind, attributes=attributes) as current:
+        yield current
+
+
+def carried(fn: Callable[[], T]) -> Callable[[], T]:
+    """`fn` bound to the caller's context: spans it starts in a worker thread keep their parent."""
+    ctx = contextvars.copy_context()
+    return lambda: ctx.run(fn)
