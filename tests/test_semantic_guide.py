@@ -12,7 +12,7 @@ import pytest
 from semantic_support import embedder
 
 ROOT = Path(__file__).resolve().parents[1]
-GUIDE = ROOT / "docs" / "guides" / "semantic.md"
+GUIDE = ROOT / "docs/guides/semantic.md"
 TESTED = re.compile(r"<!-- tested-by: tests/test_semantic_guide.py -->\n```(\w+)\n(.*?)```\n\n[^`]*```text\n(.*?)```",
                     re.S)
 
