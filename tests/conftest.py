@@ -25,10 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-
-# 4 workers on 2 cores: BLAS threads (MiniLM's matrix products) would only contend, at ~1.5x the CPU
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
 import shutil
 import subprocess
 import tempfile

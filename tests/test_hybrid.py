@@ -20,7 +20,7 @@ from esmem.errors import ConfigError, InvalidInput
 from esmem.index.engine import Engine
 from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding, uninstall
 from esmem.values import epoch_ms, parse_time
-from semantic_support import minilm
+from semantic_support import embedder, minilm
 
 NOW = parse_time("2026-10-08T12:00:00Z")
 PETS = [
@@ -196,6 +196,24 @@ def test_cli_install_embedder_explain_shows_both_legs(engine, prefix) -> None:
     assert r.exit_code == 2 and "unknown embedder" in r.output
 
 
+def test_cli_index_of_the_chinese_model_recalls_a_paraphrase_sharing_no_word(engine, prefix) -> None:
+    """The CLI reloads the model an index was installed with by its recorded name; the Chinese model's
+    kNN leg finds a paraphrase that BM25 cannot (no word in common)."""
+    embedder("bge-small-zh-q")
+    runner = CliRunner()
+    base = ["--url", engine.url, "--prefix", prefix]
+    r = runner.invoke(cli, [*base, "install", "--embedder", "bge-small-zh-q"])
+    assert r.exit_code == 0, r.output
+    assert installed_embedding(engine, prefix) == {"name": "bge-small-zh-v1.5-q", "dimensions": 512}
+    for text in ("数据库连不上，检查了防火墙", "我喜欢喝咖啡", "周五下午开项目评审会"):
+        r = runner.invoke(cli, [*base, "remember", text, "-n", "u"])
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(cli, [*base, "recall", "无法连接到 MySQL", "-n", "u", "--json", "--no-touch"])
+    assert r.exit_code == 0, r.output
+    top = json.loads(r.output)["items"][0]
+    assert top["content"] == "数据库连不上，检查了防火墙" and set(top["legs"]) == {"knn"}
+
+
 def test_a_pinned_memory_reaches_the_ranking_through_the_lexical_gate_only(semantic: MemoryStore) -> None:
     """#15 x #16: a pinned memory (importance >= floor) the kNN leg finds close to an unrelated query stays
     in the pinned section, as it does without an embedder; with pinned=0 the kNN leg may rank it."""
@@ -237,3 +255,15 @@ def _lookup_and_pinned_hits(engine, stores) -> None:
                                   params={"routing": "u"})["hits"]["hits"]
             assert hits and all(h["_source"]["content"] for h in hits), template
             assert not any("embedding" in h["_source"] for h in hits), template
+
+
+def test_bench_hybrid_reports_embedding_wall_and_cpu_time(engine, prefix) -> None:
+    from esmem.apps.bench_hybrid import run_hybrid, summary
+
+    report = run_hybrid(engine, prefix, minilm(), size=60, namespaces=3, queries=4)
+    e = report["embedding"]
+    assert e["seconds"] > 0 and e["cpu_seconds"] > 0
+    assert e["memories_per_second"] == pytest.approx(60 / e["seconds"])
+    assert report["ingest"]["vectors"]["bytes_per_memory"] > report["ingest"]["lexical"]["bytes_per_memory"]
+    rows = dict(summary(report))
+    assert "CPU-s for 60" in rows["embedding, memories"] and "p50" in rows["embedding, one query"]

@@ -15,6 +15,7 @@ from rich.table import Table
 from esmem.apps import plots
 from esmem.apps.bench import PATHS, run
 from esmem.cli.common import _engine, fail, out
+from esmem.domain.embedding import MODELS
 from esmem.errors import EsmemError
 
 
@@ -105,7 +106,7 @@ def targets_table(report: Mapping[str, Any]) -> Table:
 @click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also save a latency/throughput chart (PNG; needs matplotlib).")
 @click.option("--skip-naive", is_flag=True, help="Leave out path (d): at 1M memories it needs seconds per query.")
-@click.option("--embedder", default=None, help="minilm: instead, the hybrid path vs the BM25 floor on the "
+@click.option("--embedder", default=None, help=f"A model ({', '.join(MODELS)}): instead, the hybrid path vs the BM25 floor on the "
               "first size (embedding time apart, ingest with vectors, bytes per memory).")
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,

@@ -18,6 +18,7 @@ from rich.table import Table
 from esmem.apps.classes import PREVIOUS_DEFAULTS, load_saved, print_class_checks
 from esmem.apps.evaluate import BASELINES
 from esmem.cli.common import _engine, _pairs, _store, err, fail, out, resolve_query
+from esmem.domain.embedding import MODELS
 from esmem.domain.ranking import RecallParams, params_from_strings
 from esmem.domain.types import RecallResult
 from esmem.engines import embedded
@@ -195,7 +196,8 @@ def engine_down(flavour: str) -> None:
 @click.option("--policy", "policy_path", default=None,
               help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
 @click.option("--embedder", default=None,
-              help="minilm: vectors + kNN leg (needs esmem[semantic]); none: lexical only. Default: as installed.")
+              help=f"A model ({', '.join(MODELS)}; NAME:<dir or jar> for its files from elsewhere): vectors + "
+                   "kNN leg (needs esmem[semantic]); none: lexical only. Default: as installed.")
 @click.pass_context
 def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None,
             embedder: str | None) -> None:
@@ -664,7 +666,7 @@ def _metric_row(m: dict[str, float], columns: tuple[str, ...] = METRIC_COLUMNS) 
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also draw the sweep as a PNG (needs matplotlib).")
 @click.option("--misses/--no-misses", default=True, show_default=True, help="Print every miss with its terms.")
-@click.option("--embedder", default=None, help="minilm: also run esmem hybrid (kNN leg fused with BM25; "
+@click.option("--embedder", default=None, help=f"A model ({', '.join(MODELS)}): also run esmem hybrid (kNN leg fused with BM25; "
               "--set knn_weight=, fusion=convex|rrf, rrf_k=).")
 @click.option("--compare", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="A saved `esmem eval --json` run: print per group what changed against it.")

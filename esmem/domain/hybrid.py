@@ -160,7 +160,7 @@ class Semantic:
         """The kNN leg: the stored recall_knn template with the query's vector, over the fusion's
         knn_window nearest (at least the recall's window)."""
         self.check()
-        vector = self._queries.pop(query, None) or embed_checked(self.embedder, [query])[0]
+        vector = self._queries.pop(query, None) or embed_checked(self.embedder, [query], query=True)[0]
         self._queries[query] = vector
         if len(self._queries) > QUERY_CACHE:
             self._queries.popitem(last=False)
@@ -197,18 +197,17 @@ def reembed(engine: Engine, prefix: str, embedder: Embedder, *, every: bool = Fa
 
 def embedder_for(engine: Engine, prefix: str) -> Embedder | None:
     """The embedder the installed index was built for, loaded (None: a lexical index). The CLI uses
-    it, so every write through it carries a vector. ESMEM_EMBEDDER=minilm:<dir> points MiniLM at
-    other files of the same model."""
+    it, so every write through it carries a vector. ESMEM_EMBEDDER=NAME:<dir or jar> loads the
+    model's files from elsewhere."""
     import os
 
-    from esmem.domain.embedding import MiniLM, load_embedder
+    from esmem.domain.embedding import load_embedder, model_named
 
     installed = installed_embedding(engine, prefix)
     if installed is None:
         return None
-    given = os.environ.get("ESMEM_EMBEDDER")
-    embedder = load_embedder(given) if given else (MiniLM() if installed["name"] == MiniLM.name else None)
-    if embedder is None:
+    given = os.environ.get("ESMEM_EMBEDDER") or model_named(installed["name"])
+    if given is None:
         raise ConfigError(f"the index under prefix {prefix!r} holds vectors of {installed['name']}, which esmem "
                           "cannot load by name: use the library with your own embedder")
-    return embedder
+    return load_embedder(given)

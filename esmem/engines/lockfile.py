@@ -52,8 +52,13 @@ def launcher_dir(project: Path, engine: str) -> Path:
 
 
 def read_lock(project: Path, engine: str) -> list[Jar]:
+    return parse_lock((launcher_dir(project, engine) / "jars.lock").read_text())
+
+
+def parse_lock(text: str) -> list[Jar]:
+    """The jars of a lock's text: one `group:artifact:version[:classifier][@type] sha256` a line."""
     jars = []
-    for line in (launcher_dir(project, engine) / "jars.lock").read_text().splitlines():
+    for line in text.splitlines():
         if line.strip() and not line.startswith("#"):
             coords, sha = line.split()
             coords, _, kind = coords.partition("@")
@@ -106,22 +111,27 @@ def write(project: Path, engine: str, profile: str | None, target: Path, digest:
 
 def fetch(project: Path, engine: str, cache: Path) -> list[Path]:
     """Every jar (and plugin zip) of the lock in `cache` (downloaded once, checked against its SHA-256)."""
+    return [launcher_dir(project, engine) / "classes", *fetch_jars(read_lock(project, engine), cache, engine)]
+
+
+def fetch_jars(jars: list[Jar], cache: Path, label: str) -> list[Path]:
+    """Each jar's path in `cache` (Maven's layout), downloaded from ESMEM_MAVEN_REPO (default Maven
+    Central) when missing or not matching its SHA-256; `label` names them on the progress bar."""
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 
-    jars = read_lock(project, engine)
     paths = [cache / j.path for j in jars]
     missing = [(j, p) for j, p in zip(jars, paths) if not (p.exists() and _sha256(p) == j.sha256)]
     if missing:
         base = os.environ.get("ESMEM_MAVEN_REPO", MAVEN_CENTRAL).rstrip("/")
         with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                       transient=True) as progress:
-            task = progress.add_task(f"{engine}: {len(missing)} jars from {base}", total=None)
+            task = progress.add_task(f"{label}: {len(missing)} jars from {base}", total=None)
             # one TLS context for all downloads: loading the system's CA certificates took 40 ms of
             # CPU per jar, 3 s of a first start's 4 s; proxies from the environment still apply
             opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ssl.create_default_context()))
             for jar, path in missing:
                 _download(opener, f"{base}/{jar.path}", path, jar.sha256, lambda n: progress.advance(task, n))
-    return [launcher_dir(project, engine) / "classes", *paths]
+    return paths
 
 
 def _download(opener: urllib.request.OpenerDirector, url: str, path: Path, sha256: str, advance) -> None:
