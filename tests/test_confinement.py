@@ -18,7 +18,7 @@ import sys
 import uuid
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from click.testing import CliRunner
@@ -59,6 +59,30 @@ class Tenants:
     def config(self, ns: str) -> ConnectionConfig:
         return ConnectionConfig(url=self.url, ca_certs=self.ca, username=self.users[ns],
                                 password=self.secrets[ns].read_text().strip())
+
+
+@pytest.fixture(scope="module", params=["stock", "guard"])
+def secured(request: pytest.FixtureRequest, secured: embedded.Running, tmp_path_factory) -> Iterator[embedded.Running]:
+    """Each test runs on a stock security plugin (no guard) and with esmem's guard: the run's secured
+    engine for the state it has, a temporary one started here for the other."""
+    want = request.param == "guard"
+    if secured.guard == want:
+        yield secured
+        return
+    home = tmp_path_factory.mktemp("secured-other") / "engine"
+    running = embedded.up(home=home, secure=True, guard=want, heap=os.environ.get("ESMEM_ENGINE_HEAP", "512m"))
+    try:
+        yield running
+    finally:
+        embedded.down(home)
+
+
+@pytest.fixture(scope="module")
+def secured_admin(secured: embedded.Running) -> Iterator[Engine]:
+    user, password = secured.auth()  # type: ignore[misc]
+    eng = Engine(ConnectionConfig(url=secured.url, ca_certs=str(secured.ca), username=user, password=password))
+    yield eng
+    eng.close()
 
 
 @pytest.fixture(scope="module")
