@@ -109,9 +109,9 @@ def engine_up(flavour: str, port: int | None, data: Path | None, heap: str | Non
         raise InvalidInput("--no-guard goes with --secure")
     err.print(f"starting the embedded {flavour} (the first start fetches its jars, or builds it with Maven)...")
     running = embedded.up(engine=flavour, port=port, data=data, heap=heap, nodes=nodes, secure=secure, guard=guard)
-    if running.secure:
-        err.print(f"secured (CA {running.ca}); connect with: eval \"$(esmem engine env)\"\n  {_env_line(running)}",
-                  highlight=False)
+    # the port is a free one picked at each start: say how to point esmem (and any client) at it
+    err.print(f"{'secured (CA ' + str(running.ca) + '); ' if running.secure else ''}connect with: "
+              f"eval \"$(esmem engine env)\"\n  {_env_line(running)}", highlight=False)
     click.echo(running.url)
 
 
