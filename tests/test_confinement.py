@@ -203,6 +203,37 @@ def test_agent_a_cannot_write_into_tenant_b(tenants: Tenants) -> None:
     assert len(refused) == 21, refused
 
 
+def test_agent_a_cannot_write_into_tenant_b_through_mcp(tenants: Tenants) -> None:
+    """An MCP server started with agent-a's credentials on B's prefix and namespace: every writing tool
+    answers an error naming the refusal, and B is unchanged."""
+    import anyio
+    from mcp import Client
+
+    from esmem.apps.mcp_server import create_server
+
+    t = tenants
+    before = _b_state(t)
+    calls = {"remember": {"content": PLANT, "kind": "rule", "importance": 10},
+             "remember_many": {"memories": [{"content": PLANT, "kind": "rule"}]},
+             "edit": {"memory_id": t.b_ids[0], "content": PLANT},
+             "forget": {"memory_id": t.b_ids[0], "reason": "planted"},
+             "restore": {"memory_id": t.b_ids[0]}}
+
+    async def attack() -> dict[str, str]:
+        answers = {}
+        async with Client(create_server(MemoryStore(t.a, t.pb), B, touch=False)) as client:
+            for tool, args in calls.items():
+                result = await client.call_tool(tool, args)
+                assert result.is_error, (tool, result.structured_content)
+                answers[tool] = " ".join(getattr(c, "text", "") for c in result.content)
+        return answers
+
+    answers = anyio.run(attack)
+    assert all(B_WORD not in text for text in answers.values()), answers
+    assert any("403" in text for text in answers.values()), answers
+    assert _b_state(t) == before
+
+
 def test_the_grant_covers_only_the_tenants_own_indices(tenants: Tenants) -> None:
     """A wildcard on agent-a's index names (`<alias>-*`) would also cover any other index whose name
     starts so (another application's, an archive); the role names the alias and esmem's index names."""
