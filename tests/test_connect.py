@@ -4,6 +4,8 @@ Real engine: a store made by `connect()` with only the environment writes and re
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import subprocess
 import sys
 import zipfile
@@ -41,7 +43,7 @@ def test_a_url_target_keeps_the_credentials_of_the_environment(monkeypatch: pyte
 
 def test_a_config_or_engine_target_is_used_as_given(engine: Engine, installed: str) -> None:
     assert MemoryStore.connect(engine, installed).engine is engine
-    cfg = ConnectionConfig(url=engine.url)
+    cfg = replace(engine.config)  # an equal config of its own (the secured engine's CA and credentials too)
     assert MemoryStore.connect(cfg, installed).engine.config == cfg
 
 

@@ -259,6 +259,11 @@ def test_the_access_log_names_the_key_never_a_secret_or_text(api: tuple[Api, str
         c.post(f"/v1/namespaces/{a.b1}/recall", json={"query": secret})
         with client(base, "esmem_wrong") as wrong:
             wrong.get(f"/v1/namespaces/{a.a1}/memories")
+        # the server logs a request once its response is sent, in its own thread: wait for the last line
+        for _ in range(200):
+            if sum(r.name == "esmem.http.access" for r in caplog.records) >= 4:
+                break
+            time.sleep(0.05)
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "esmem.http.access"]
     assert [(x["method"], x["route"], x["namespace"], x["status"], x["key"]) for x in lines] == [
         ("POST", "/v1/namespaces/{namespace}/memories", a.a1, 200, "alpha"),

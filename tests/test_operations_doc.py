@@ -28,6 +28,8 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"^```{lang}\n(.*?)^```", PAGE.read_text(encoding="utf-8"), re.S | re.M)
 
 
+# plain_http: the page's commands connect as a reader would, with ESMEM_URL alone (as tests/test_docs.py)
+@pytest.mark.plain_http
 def test_the_operations_page_runs_as_written(engine: Engine, installed: str, tmp_path: Path) -> None:
     store = MemoryStore(engine, installed)
     store.remember_many([
