@@ -15,7 +15,7 @@ import pytest
 
 from esmem import MemoryStore
 from esmem.errors import ConfigError
-from esmem.index.connection import ConnectionConfig
+from esmem.index.connection import ENV, ConnectionConfig
 from esmem.index.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +32,8 @@ def test_connect_without_a_target_reads_esmem_url(engine: Engine, installed: str
 
 
 def test_a_url_target_keeps_the_credentials_of_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ENV.values():  # only what this test sets (a run against a secured engine sets a password file)
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("ESMEM_URL", "http://elsewhere:9200")
     monkeypatch.setenv("ESMEM_USERNAME", "agent")
     monkeypatch.setenv("ESMEM_PASSWORD", "pw-from-env")
