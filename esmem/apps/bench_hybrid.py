@@ -17,7 +17,7 @@ from typing import Any, Callable
 from esmem.apps.bench import Paths, Probe, Timings, generate, make_queries, measure, store_stats
 from esmem.apps.timing import percentiles
 from esmem.domain.embedding import Embedder, embed_checked
-from esmem.domain.hybrid import spec
+from esmem.domain.hybrid import quantize, spec
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Search
@@ -86,7 +86,7 @@ def _calls(engine: Engine, prefix: str, embedder: Embedder, k: int) -> dict[str,
 
     def legs(q: Probe) -> Timings:
         if q.text not in qvec:  # the query's vector is not the engine's time: computed once, outside
-            qvec[q.text] = embed_checked(embedder, [q.text], query=True)[0]
+            qvec[q.text] = quantize(embed_checked(embedder, [q.text], query=True)[0])
         params = {"namespace": q.namespace, "query": q.text, "now": epoch_ms(utcnow())}
         responses = store.catalog.msearch([Search("recall", params, routing=q.namespace),
                                            Search(KNN_TEMPLATE, {**params, "vector": qvec[q.text]}, routing=q.namespace)])
