@@ -70,9 +70,10 @@ def check_vectors(embedder: Embedder, texts: Sequence[str], out: Any) -> list[Ve
     return vectors
 
 
-def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64, *, query: bool = False) -> list[Vector]:
+def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 512, *, query: bool = False) -> list[Vector]:
     """Embed in batches and validate, whatever the embedder's own checks. `query`: the texts are
-    search queries, embedded with the embedder's `embed_queries` when it has one."""
+    search queries, embedded with the embedder's `embed_queries` when it has one. Batches are large:
+    an OnnxEmbedder sorts each by length into its own smaller runs, so texts of one length pad little."""
     embed = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
     out: list[Vector] = []
     for i in range(0, len(texts), batch_size):
