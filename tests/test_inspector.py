@@ -11,9 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -23,11 +20,11 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.apps.api_keys import Keyring, add_key
+from esmem.apps.bench_inspector import Background
 from esmem.apps.evaluate import load_dataset
 from esmem.apps.inspector import create_ui
 from esmem.cli.main import cli
 from esmem.domain.store import MemoryStore
-from esmem.domain.types import MemoryInput
 from esmem.engines import embedded
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
@@ -72,35 +69,12 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
-class Served:
-    """The inspector in a uvicorn thread on a free local port."""
-
-    def __init__(self, app: Any):
-        import uvicorn
-
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            assert time.monotonic() < deadline, "the inspector did not start"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
 @pytest.fixture
-def serve() -> Iterator[Callable[..., Served]]:
-    started: list[Served] = []
+def serve() -> Iterator[Callable[..., Background]]:
+    started: list[Background] = []
 
-    def start(make_store: Callable[[], MemoryStore], **options: Any) -> Served:
-        started.append(Served(create_ui(make_store, **options)))
+    def start(make_store: Callable[[], MemoryStore], **options: Any) -> Background:
+        started.append(Background(create_ui(make_store, **options)))
         return started[-1]
 
     yield start
@@ -118,7 +92,7 @@ def _shot(page: Any, name: str) -> None:
 
 
 def test_the_playgrounds_factors_are_those_of_explain_json(engine: Engine, installed: str, page: Any,
-                                                           serve: Callable[..., Served]) -> None:
+                                                           serve: Callable[..., Background]) -> None:
     store = MemoryStore(engine, installed)
     _demo(store)
     ui = serve(lambda: MemoryStore(engine, installed))
@@ -151,7 +125,7 @@ def test_the_playgrounds_factors_are_those_of_explain_json(engine: Engine, insta
 
 
 def test_a_restore_from_the_memory_page_is_in_the_history(engine: Engine, installed: str, page: Any,
-                                                         serve: Callable[..., Served]) -> None:
+                                                         serve: Callable[..., Background]) -> None:
     store = MemoryStore(engine, installed)
     first = store.remember("The deploy window is Tuesday 10:00", "ops", kind="rule", valid_from="2026-01-01T00:00:00Z")
     second = store.remember("The deploy window is now Thursday 14:00", "ops", kind="rule",
@@ -171,7 +145,7 @@ def test_a_restore_from_the_memory_page_is_in_the_history(engine: Engine, instal
 
 
 def test_writes_need_the_pages_token_and_the_inspectors_origin(engine: Engine, installed: str,
-                                                               serve: Callable[..., Served]) -> None:
+                                                               serve: Callable[..., Background]) -> None:
     store = MemoryStore(engine, installed)
     first = store.remember("The office opens at 8", "ops", valid_from="2026-01-01T00:00:00Z")
     store.remember("The office opens at 9 now", "ops", valid_from="2026-02-01T00:00:00Z")
@@ -195,7 +169,7 @@ def test_writes_need_the_pages_token_and_the_inspectors_origin(engine: Engine, i
 
 
 def test_a_memory_with_html_and_script_renders_as_text(engine: Engine, installed: str, page: Any,
-                                                       serve: Callable[..., Served]) -> None:
+                                                       serve: Callable[..., Background]) -> None:
     store = MemoryStore(engine, installed)
     _demo(store)
     hostile = store.remember(HOSTILE + " deploy notes", "demo", kind="note")
@@ -214,7 +188,7 @@ def test_a_memory_with_html_and_script_renders_as_text(engine: Engine, installed
 
 
 def test_another_namespace_is_a_404_page_for_the_gate_and_for_an_api_key(engine: Engine, installed: str, page: Any,
-                                                                        serve: Callable[..., Served],
+                                                                        serve: Callable[..., Background],
                                                                         tmp_path: Path) -> None:
     store = MemoryStore(engine, installed)
     secret = store.remember("the launch code is quetzal-77", "secret-ns")
@@ -241,7 +215,7 @@ def test_another_namespace_is_a_404_page_for_the_gate_and_for_an_api_key(engine:
 
 @pytest.mark.own_engine
 def test_a_confined_user_sees_only_its_namespaces(secured: embedded.Running, secured_admin: Engine, page: Any,
-                                                  serve: Callable[..., Served], tmp_path: Path) -> None:
+                                                  serve: Callable[..., Background], tmp_path: Path) -> None:
     prefix, user = f"ui{uuid.uuid4().hex[:8]}", f"agent-ui-{uuid.uuid4().hex[:6]}"
     install(secured_admin, prefix)
     try:
@@ -253,7 +227,7 @@ def test_a_confined_user_sees_only_its_namespaces(secured: embedded.Running, sec
                                         password=(tmp_path / "agent.pw").read_text().strip()))
         ui = serve(lambda: MemoryStore(agent, prefix))
         page.goto(ui.url + "/")
-        assert page.locator("#namespaces tr[data-namespace]").count() == 1
+        assert page.locator("#namespaces tr[data-namespace]").count() == 1, page.inner_text("main")
         assert "alpha-ns" in page.content() and "payroll" not in page.content()
         for path in ("/ns/payroll-ns", f"/ns/payroll-ns/m/{other.id}", f"/ns/alpha-ns/m/{other.id}",
                      "/ns/payroll-ns/recall?q=payroll+password"):

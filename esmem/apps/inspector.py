@@ -19,7 +19,7 @@ import json
 import secrets
 import threading
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 from urllib.parse import parse_qs, urlencode
@@ -39,7 +39,7 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory
 from esmem.errors import EngineUnavailable, EsmemError, InvalidInput, NotFound, NotInstalled
 from esmem.index.catalog import Search
-from esmem.values import KINDS, check_namespace, iso
+from esmem.values import KINDS, check_namespace, epoch_ms, iso
 
 PAGE_SIZE = 50
 STATUSES = ("active", "superseded", "retired")
@@ -82,7 +82,11 @@ def overview(store: MemoryStore) -> list[NamespaceRow]:
     buckets = store.catalog.search(Search("overview", {}))["aggregations"]["ns"]["buckets"]
     return [NamespaceRow(b["key"], {s["key"]: s["doc_count"] for s in b["status"]["buckets"]},
                          {k["key"]: k["doc_count"] for k in b["kinds"]["buckets"]}, int(b["chars"]["value"] or 0),
-                         b["last_write"].get("value_as_string")) for b in buckets]
+                         _newest(b["last_write"]["hits"]["hits"])) for b in buckets]
+
+
+def _newest(hits: Sequence[Mapping[str, Any]]) -> str | None:
+    return hits[0]["_source"].get("recorded_at") if hits else None
 
 
 def _cursor(sort: Sequence[Any]) -> str:
@@ -121,23 +125,33 @@ def browse(store: MemoryStore, namespace: str, *, kind: str = "", status: str = 
     return Page(found, int(hits["total"]["value"]), _cursor(hits["hits"][-1]["sort"]) if more else None)
 
 
-def ages(store: MemoryStore, namespace: str, now: datetime) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
-    """Active memories per kind and age bucket (the labels of `esmem stats`), and supersessions per month."""
-    ranges = []
+def ages(store: MemoryStore, namespace: str, now: datetime,
+         months: int = 12) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """Active memories per kind and age bucket (the labels of `esmem stats`), and the memories superseded
+    in each of the last `months` calendar months (by invalid_at)."""
+    age_ranges = []
     for label, young, old in zip(AGE_LABELS, _AGE_BOUNDS, (*_AGE_BOUNDS[1:], None)):
         r: dict[str, Any] = {"key": label}
         if young is not None:
-            r["to"] = iso(now - young)
+            r["to"] = epoch_ms(now - young)
         if old is not None:
-            r["from"] = iso(now - old)
-        ranges.append(r)
+            r["from"] = epoch_ms(now - old)
+        age_ranges.append(r)
+    starts = [datetime(now.year, now.month, 1, tzinfo=timezone.utc)]
+    for _ in range(months - 1):
+        before = starts[-1] - timedelta(days=1)
+        starts.append(datetime(before.year, before.month, 1, tzinfo=timezone.utc))
+    starts.reverse()
+    month_ranges = [{"key": f"{a:%Y-%m}", "from": epoch_ms(a), **({"to": epoch_ms(b)} if b else {})}
+                    for a, b in zip(starts, [*starts[1:], None])]
+    store.flush()
     store.catalog.refresh()
-    aggs = store.catalog.search(Search("ages", {"namespace": namespace, "ranges": ranges},
+    aggs = store.catalog.search(Search("ages", {"namespace": namespace, "ages": age_ranges, "months": month_ranges},
                                        routing=namespace))["aggregations"]
-    by_kind = {k["key"]: {b["key"]: b["doc_count"] for b in k["age"]["buckets"]}
+    by_kind = {k["key"]: {label: k["age"]["buckets"][label]["doc_count"] for label in AGE_LABELS}
                for k in aggs["active"]["kinds"]["buckets"]}
-    months = {b["key_as_string"]: b["doc_count"] for b in aggs["superseded"]["month"]["buckets"]}
-    return {k: {label: v.get(label, 0) for label in AGE_LABELS} for k, v in by_kind.items()}, months
+    per_month = aggs["superseded"]["month"]["buckets"]
+    return by_kind, {m["key"]: per_month[m["key"]]["doc_count"] for m in month_ranges}
 
 
 def chain_links(versions: Sequence[Memory]) -> dict[str, dict[str, Any]]:
