@@ -22,6 +22,7 @@ from click.testing import CliRunner
 from esmem.apps.api_keys import Keyring, add_key
 from esmem.apps.bench_inspector import Background
 from esmem.apps.evaluate import load_dataset
+from esmem.apps.http_api import create_app
 from esmem.apps.inspector import create_ui
 from esmem.cli.main import cli
 from esmem.domain.store import MemoryStore
@@ -189,13 +190,18 @@ def test_a_memory_with_html_and_script_renders_as_text(engine: Engine, installed
 
 def test_another_namespace_is_a_404_page_for_the_gate_and_for_an_api_key(engine: Engine, installed: str, page: Any,
                                                                         serve: Callable[..., Background],
-                                                                        tmp_path: Path) -> None:
+                                                                        tmp_path: Path,
+                                                                        request: pytest.FixtureRequest) -> None:
     store = MemoryStore(engine, installed)
     secret = store.remember("the launch code is quetzal-77", "secret-ns")
     store.remember("the cafeteria opens at noon", "open-ns")
     ui = serve(lambda: MemoryStore(engine, installed), namespaces=["open-ns"])
     token = add_key(tmp_path / "keys.json", "open-key", ["open-ns"])
-    keyed = serve(lambda: MemoryStore(engine, installed), keys=Keyring.load(tmp_path / "keys.json"))
+    keys = Keyring.load(tmp_path / "keys.json")
+    api = create_app(lambda: MemoryStore(engine, installed), keys)  # as `esmem serve --ui` mounts it
+    api.mount("/ui", create_ui(lambda: MemoryStore(engine, installed), keys=keys))
+    keyed = Background(api)
+    request.addfinalizer(keyed.stop)
     page.goto(ui.url + "/")
     assert page.locator("#namespaces tr[data-namespace]").all_inner_texts()[0].startswith("open-ns")
     assert "secret-ns" not in page.content()
@@ -203,13 +209,14 @@ def test_another_namespace_is_a_404_page_for_the_gate_and_for_an_api_key(engine:
                  f"/ns/open-ns/m/{secret.id}", "/ns/secret-ns/stats", "/ns/secret-ns/review"):
         response = page.goto(ui.url + path)
         assert response.status == 404 and "quetzal" not in page.content(), path
-    page.goto(keyed.url + "/ns/open-ns")  # not signed in: the sign-in page
+    page.goto(keyed.url + "/ui/ns/open-ns")  # not signed in: the sign-in page
     assert page.locator("input[name=key]").count() == 1 and "cafeteria" not in page.content()
     page.fill("input[name=key]", token)
     page.click("button[type=submit]")
-    page.goto(keyed.url + "/ns/open-ns")
-    assert "cafeteria" in page.content()
-    response = page.goto(keyed.url + "/ns/secret-ns")
+    assert "secret-ns" not in page.content()  # the namespaces page lists the key's namespaces only
+    page.click("a[href='/ui/ns/open-ns']")
+    assert "cafeteria" in page.content() and token not in page.content()
+    response = page.goto(keyed.url + "/ui/ns/secret-ns")
     assert response.status == 404 and "quetzal" not in page.content()
 
 
