@@ -23,9 +23,11 @@ from esmem.apps.api_keys import Keyring, add_key
 from esmem.apps.bench_inspector import Background
 from esmem.apps.evaluate import load_dataset
 from esmem.apps.http_api import create_app
-from esmem.apps.inspector import create_ui
+from esmem.apps.inspector import browse, create_ui
 from esmem.cli.main import cli
+from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.engines import embedded
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
@@ -167,6 +169,11 @@ def test_writes_need_the_pages_token_and_the_inspectors_origin(engine: Engine, i
     assert r.status_code == 403 and store.get("ops", first.id).status == "superseded"
     r = httpx.post(target, data={"csrf": token}, headers={"origin": ui.url})
     assert r.status_code == 303 and store.get("ops", first.id).status == "active"
+    for bad in ("/ns/ops?min_importance=lots", "/ns/ops?kind=gossip", "/ns/ops/recall?q=office&k=0",
+                "/ns/ops?after=not-a-cursor", "/ns/bad%20name"):  # an error page, never a traceback
+        r = httpx.get(ui.url + bad)
+        assert r.status_code == 400 and r.headers["content-type"].startswith("text/html"), bad
+        assert 'id="error"' in r.text and "Traceback" not in r.text, bad
 
 
 def test_a_memory_with_html_and_script_renders_as_text(engine: Engine, installed: str, page: Any,
@@ -244,3 +251,23 @@ def test_a_confined_user_sees_only_its_namespaces(secured: embedded.Running, sec
     finally:
         revoke(secured_admin, prefix, user)
         uninstall(secured_admin, prefix)
+
+
+def test_pages_of_a_namespace_cover_every_match_once_even_with_equal_times(engine: Engine, installed: str) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False))
+    written = store.remember_many([MemoryInput(f"ticket {i} was closed", "many", kind="event" if i % 3 else "fact",
+                                               valid_from="2026-03-01T00:00:00Z" if i % 2 else f"2026-02-{1 + i % 28:02d}")
+                                   for i in range(120)])
+    seen, sizes, after = [], [], ""
+    while True:
+        page = browse(store, "many", after=after)
+        seen += [m.id for m in page.memories]
+        sizes.append(len(page.memories))
+        assert page.total == 120
+        if page.after is None:
+            break
+        after = page.after
+    assert sizes == [50, 50, 20] and sorted(seen) == sorted(r.id for r in written)
+    facts = browse(store, "many", kind="fact", size=100)
+    assert facts.total == 40 and {m.kind for m in facts.memories} == {"fact"} and facts.after is None
+    assert browse(store, "many", text="ticket 7").total >= 1

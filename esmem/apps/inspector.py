@@ -26,6 +26,7 @@ from urllib.parse import parse_qs, urlencode
 
 import jinja2
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException
 
@@ -113,16 +114,16 @@ def browse(store: MemoryStore, namespace: str, *, kind: str = "", status: str = 
         raise InvalidInput(f"unknown status {status!r}")
     if not 0 <= min_importance <= 10:
         raise InvalidInput("min importance must be in 0..10")
-    params: dict[str, Any] = {"namespace": namespace, "size": size}
+    params: dict[str, Any] = {"namespace": namespace, "size": size + 1}  # one more: is there a next page?
     params.update({k: v for k, v in (("kind", kind), ("status", status), ("text", text.strip()),
                                      ("min_importance", min_importance)) if v})
     if after:
         params.update(paged=True, after=_uncursor(after))
     store.flush()
-    hits = store.catalog.search(Search("browse", params, routing=namespace))["hits"]
-    found = [Memory.from_hit(h["_id"], h["_source"]) for h in hits["hits"]]
-    more = len(found) == size and hits["total"]["value"] > size
-    return Page(found, int(hits["total"]["value"]), _cursor(hits["hits"][-1]["sort"]) if more else None)
+    resp = store.catalog.search(Search("browse", params, routing=namespace))["hits"]
+    hits = resp["hits"][:size]
+    return Page([Memory.from_hit(h["_id"], h["_source"]) for h in hits], int(resp["total"]["value"]),
+                _cursor(hits[-1]["sort"]) if len(resp["hits"]) > size else None)
 
 
 def ages(store: MemoryStore, namespace: str, now: datetime,
@@ -243,8 +244,7 @@ def create_ui(make_store: Callable[[], MemoryStore], *, allow_writes: bool = Fal
 
     def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = env.get_template(template).render(base=request.scope.get("root_path", ""), csrf=csrf,
-                                                 writes=allow_writes, signed_in=keys is None or gate.key(request),
-                                                 **values)
+                                                 writes=allow_writes, **values)
         return HTMLResponse(html, status_code=status, headers=HEADERS)
 
     def checked(request: Request, name: str) -> str:
@@ -276,11 +276,22 @@ def create_ui(make_store: Callable[[], MemoryStore], *, allow_writes: bool = Fal
             return RedirectResponse(f"{request.scope.get('root_path', '')}/login", 303, headers=HEADERS)
         return page(request, "error.html", e.status_code, message=str(e.detail))
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> Response:
+        first = (e.errors() or [{}])[0]
+        return page(request, "error.html", 400, message=f"{'.'.join(map(str, first.get('loc', ())[1:]))}: "
+                                                        f"{first.get('msg', 'invalid value')}")
+
     @app.exception_handler(EsmemError)
     async def failed(request: Request, e: EsmemError) -> Response:
-        status = 400 if isinstance(e, InvalidInput) else 404 if isinstance(e, NotFound) else \
-            503 if isinstance(e, (NotInstalled, EngineUnavailable)) else 502
-        return page(request, "error.html", status, message=(str(e).splitlines() or [type(e).__name__])[0])
+        """The caller's mistakes are told as they are; the engine's failures only by kind (no URL or detail)."""
+        if isinstance(e, (InvalidInput, NotFound)):
+            return page(request, "error.html", 400 if isinstance(e, InvalidInput) else 404,
+                        message=(str(e).splitlines() or [type(e).__name__])[0])
+        unavailable = isinstance(e, (NotInstalled, EngineUnavailable))
+        return page(request, "error.html", 503 if unavailable else 502,
+                    message="the engine is unreachable or esmem is not installed under this prefix" if unavailable
+                    else "the engine refused the request (see the engine's log)")
 
     @app.get("/", response_class=HTMLResponse)
     def namespaces_page(request: Request) -> Response:
