@@ -11,6 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -271,3 +275,39 @@ def test_pages_of_a_namespace_cover_every_match_once_even_with_equal_times(engin
     facts = browse(store, "many", kind="fact", size=100)
     assert facts.total == 40 and {m.kind for m in facts.memories} == {"fact"} and facts.after is None
     assert browse(store, "many", text="ticket 7").total >= 1
+
+
+def test_esmem_ui_serves_read_only_on_localhost_and_logs_no_query_or_memory(engine: Engine, installed: str) -> None:
+    store = MemoryStore(engine, installed)
+    mid = store.remember("the vault combination is 31-41-59", "cli-ns").id
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-c", "from esmem.cli.main import main; main()", "--url", engine.url,
+                             "--prefix", installed, "ui", "--port", str(port), "-n", "cli-ns"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
+                time.sleep(0.2)
+        base = f"http://127.0.0.1:{port}"
+        page_ = httpx.get(f"{base}/ns/cli-ns/recall", params={"q": "vault combination"}, timeout=60)
+        assert page_.status_code == 200 and "31-41-59" in page_.text
+        assert page_.headers["content-security-policy"].startswith("default-src 'none'")
+        memory_page = httpx.get(f"{base}/ns/cli-ns/m/{mid}", timeout=60).text
+        assert "31-41-59" in memory_page and 'method="post"' not in memory_page  # read-only: no write form
+        assert httpx.get(f"{base}/ns/other-ns", timeout=60).status_code == 404
+    finally:
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=30)
+    logged = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert {"method": "GET", "route": "/ns/{namespace}/recall", "namespace": "cli-ns", "status": 200}.items() \
+        <= logged[0].items()
+    assert "vault" not in stderr and "31-41-59" not in stderr
+    password = os.environ.get("ESMEM_PASSWORD")
+    assert not password or password not in stderr
