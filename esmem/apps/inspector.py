@@ -46,8 +46,8 @@ PAGE_SIZE = 50
 STATUSES = ("active", "superseded", "retired")
 SESSION_COOKIE = "esmem_ui"
 # No script at all; styles inline (the pages' own <style> and the bars' widths); forms post to the inspector only.
-HEADERS = {"content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
-                                      "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+HEADERS = {"content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+                                      "frame-ancestors 'none'; base-uri 'none'",
            "x-content-type-options": "nosniff", "referrer-policy": "same-origin", "x-frame-options": "DENY",
            "cache-control": "no-store"}
 FACTORS = (("rel", "relevance"), ("recency", "recency"), ("importance_part", "importance"), ("reheat", "reheat"),
@@ -193,6 +193,13 @@ def decay_paths(store: MemoryStore, width: int = 600, height: int = 200) -> list
     return out
 
 
+def _field(value: Any) -> str:
+    """A stored field as a person reads it: lists comma-separated, mappings as JSON."""
+    if isinstance(value, (list, tuple)):
+        return ", ".join(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in value)
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else str(value)
+
+
 class Gate:
     """Who may see which namespace: the namespaces the store's credentials see, narrowed to `namespaces`
     (None: all of them) and, with a keyring (mounted by `esmem serve`), to the signed-in API key's."""
@@ -233,6 +240,7 @@ def create_ui(make_store: Callable[[], MemoryStore], *, allow_writes: bool = Fal
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "ui"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["iso"] = lambda t: iso(t)[:19].replace("T", " ") if t else ""
+    env.filters["field"] = _field
     csrf = secrets.token_urlsafe(32)
     gate = Gate(namespaces, keys)
     local = threading.local()
