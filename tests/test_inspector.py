@@ -195,8 +195,6 @@ def test_a_memory_with_html_and_script_renders_as_text(engine: Engine, installed
         assert HOSTILE in page.locator("main").inner_text(), path
         assert page.locator("main script, main img, main b").count() == 0, path
     assert page.dialogs == []
-    page.goto(ui.url + "/ns/demo/review")
-    _shot(page, "review")
     page.goto(ui.url + "/ns/demo/stats")
     assert page.locator("#decay polyline").count() == 6 and page.locator("#ages tr").count() > 1
     _shot(page, "stats")
@@ -315,3 +313,29 @@ def test_esmem_ui_serves_read_only_on_localhost_and_logs_no_query_or_memory(engi
     assert "vault" not in stderr and "31-41-59" not in stderr
     password = os.environ.get("ESMEM_PASSWORD")
     assert not password or password not in stderr
+
+
+def test_merge_review_confirm_and_dismiss_from_the_page(engine: Engine, installed: str, page: Any,
+                                                        serve: Callable[..., Background]) -> None:
+    store = MemoryStore(engine, installed)
+    pairs = {}
+    for ns in ("nursery", "garden"):
+        old = store.remember("We plan to paint the nursery pale yellow.", ns, valid_from="2026-01-01T00:00:00Z")
+        new = store.remember("We plan to paint the nursery sage green.", ns, valid_from="2026-02-01T00:00:00Z")
+        assert new.action == "uncertain"
+        pairs[ns] = (old.id, new.id)
+    ui = serve(lambda: MemoryStore(engine, installed), allow_writes=True)
+    page.goto(ui.url + "/ns/nursery/review")
+    assert page.locator("#pending tr[data-older]").count() == 1
+    _shot(page, "review")
+    page.click("button[value=replaces]")
+    page.wait_for_load_state()
+    assert page.locator("#pending tr[data-older]").count() == 0 and store.review("nursery") == []
+    older, newer = pairs["nursery"]
+    assert store.get("nursery", older).status == "superseded" and store.get("nursery", newer).status == "active"
+    page.goto(ui.url + "/ns/garden/review")
+    page.click("button[value=coexists]")
+    page.wait_for_load_state()
+    older, newer = pairs["garden"]
+    assert store.review("garden") == [] and {store.get("garden", i).status for i in (older, newer)} == {"active"}
+    assert store.get("garden", newer).reviews[0]["verdict"] == "coexists"
