@@ -328,7 +328,7 @@ def result_json(res: RecallResult) -> dict[str, Any]:
     return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
             "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
-                       "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
+                       "answer": r.answer, "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
                        "demoted_by": r.demoted_by, "terms": dict(r.terms),
                        "legs": {k: dict(v) for k, v in r.legs.items()}} for r in res.items],
             "recent": [mem(m) for m in res.recent], "pinned": [mem(m) for m in res.pinned], "took_ms": res.took_ms}
@@ -347,7 +347,8 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
     if explain:
         for i, r in enumerate(res.items, 1):
             terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
-            out.print(f"  #{i} terms: {terms or '(no lexical match)'}")
+            asking = f"  asks: rel x {r.answer:.2f}" if r.answer < 1 else ""
+            out.print(f"  #{i} terms: {terms or '(no lexical match)'}{asking}")
             if r.legs:  # hybrid recall: each leg's engine score and rank
                 out.print("     legs: " + "  ".join(f"{leg} #{int(v['rank'])} {v['score']:.4f}"
                                                      for leg, v in sorted(r.legs.items())))
@@ -678,6 +679,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
           misses: bool, embedder: str | None, compare: Path | None, previous: bool) -> None:
     """Measure retrieval quality of the JSONL DATASET (or of LoCoMo, --locomo) on the engine."""
     from esmem.apps import evaluate as ev
+    from esmem.apps import miss_patterns
     from esmem.apps import plots
     from esmem.domain.embedding import load_embedder
 
@@ -706,7 +708,8 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
                 task = bar.add_task(label, total=len(data.queries))
                 outcomes = evaluation.run(cfg, explain_misses=misses and not as_json and not sweep,
                                           progress=lambda: bar.advance(task))
-                results.append((label, cfg, ev.report(outcomes), ev.misses(outcomes, data)))
+                rep = {**ev.report(outcomes), "patterns": miss_patterns.count(outcomes, data)}
+                results.append((label, cfg, rep, ev.misses(outcomes, data)))
     finally:
         evaluation.close()
     if as_json:
@@ -725,6 +728,9 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
             table.add_row(label, group, f"{m['queries']:.0f}", *_metric_row(m))
     out.print(table)
     print_class_checks(out, [(label, rep) for label, _, rep, _ in results], saved)
+    for label, _, rep, _ in results:  # esmem/apps/miss_patterns.py
+        out.print(f"{label}: top-1 not gold with " + ", ".join(f"{n.replace('_', ' ')} {c}"
+                                                            for n, c in rep["patterns"].items()))
     if misses:
         for label, _, _, missed in results[:1] if not sweep else []:
             for miss in missed:

@@ -202,9 +202,11 @@ class Recaller:
             rec = ranking.recency(src, p, now)
             imp = float(src.get("importance", 1.0))
             engine_score = float(h.get("_engine_score", h["_score"]))  # hybrid: a leg's score, not the fused one
+            answer = ranking.answer_factor(src, p)
+            damped = ranking.invert_rel(engine_score, rec, imp, p)
             out.append(Recalled(
                 memory=Memory.from_hit(h["_id"], src), score=float(h["_score"]),
-                rel=ranking.invert_rel(engine_score, rec, imp, p), recency=rec,
+                rel=damped / answer if answer > 0 else damped, recency=rec, answer=answer,
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
                 terms=terms_by_id.get(h["_id"], {}), legs=h.get("_legs", {}), neighbour_of=raised.get(h["_id"]),
