@@ -321,7 +321,7 @@ def test_a_query_naming_a_speaker_prefers_that_speakers_memory_without_hiding_th
         plain: MemoryStore, query: str, named: str, other: str) -> None:
     """Who said a memory is its entity: the name in the query matches it at entity_boost."""
     chinese = named == "王小明"
-    said = {other: "年轻时我打鼓" if chinese else "I used to play drums when I was younger",
+    said = {other: "年轻的时候我打鼓" if chinese else "I used to play drums when I was younger",
             named: "我弹吉他" if chinese else "I played guitar as a kid"}
     filler = [MemoryInput(f"note {i} about the weather and lunch", "spk", kind="event", entities=[f"p{i}"],
                           valid_from=NOW) for i in range(8)]

@@ -68,7 +68,7 @@ class RecallParams:
     pinned_min_share: float = 0.5  # a pinned memory keeps a ranked slot from this share of the top rel
     importance_floor: float = 8.0
     must_not_miss_boost: float = 1.0
-    entity_boost: float = 2.0
+    entity_boost: float = 1.0      # a speaker or subject named by the query (docs/concepts/ranking.md#who-said-it)
     compound_boost: float = 0.3    # a compound matched as two words or one ("smartwatch" / "smart watch")
     question_penalty: float = 0.3  # damps a memory that asks: rel * (1 - question_penalty * asks)
     neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/domain/threads.py)
