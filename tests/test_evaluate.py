@@ -92,6 +92,8 @@ def test_no_merge_half_life_sweep_shows_the_trade_off(engine, prefix) -> None:
     res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", prefix, "eval", str(RULES), "--json", "--no-merge",
                                    "--set", "mode=multiply", "--set", "kind_half_lives=none",
                                    "--set", "resolve=false",  # query-time resolution would hide the conflicts
+                                   # the normal group scores the same at 3d and 14d with entity_boost 1; at 2 it shows
+                                   "--set", "entity_boost=2",
                                    "--sweep", "half_life=3d,14d,none"])
     assert res.exit_code == 0, res.output
     runs = {r["label"]: r for r in json.loads(res.stdout)["runs"]}
