@@ -23,6 +23,14 @@ def test_exact_tokens_powershell(engine: Engine, installed: str) -> None:
     assert analyze(engine, installed, "esmem_search", text) == ["powershel", "命令", "令没", "没有", "有输", "输出"]
 
 
+def test_joined_pairs_adjacent_words_into_compounds(engine: Engine, installed: str) -> None:
+    """`content.joined` holds each two adjacent words as one ("smart watch" -> smartwatch, "e-mail" -> email),
+    stemmed after joining, CJK left to the bigrams of `content`."""
+    assert analyze(engine, installed, "esmem_joined", "Caroline's smart watches") == ["carolinesmart", "smartwatch"]
+    assert analyze(engine, installed, "esmem_joined", "an E-mail") == ["ane", "email"]
+    assert analyze(engine, installed, "esmem_joined", "smart 咖啡 watch 缓存") == ["smartwatch"]
+
+
 def test_exact_tokens_english(engine: Engine, installed: str) -> None:
     text = "I enjoy hiking on weekends"
     assert analyze(engine, installed, "esmem_index", text) == ["i", "enjoy", "hike", "weekend"]

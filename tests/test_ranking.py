@@ -24,8 +24,10 @@ def _random_corpus(rng: random.Random, n: int) -> list[MemoryInput]:
     out = []
     for i in range(n):
         words = rng.sample(WORDS, rng.randint(3, 9))
+        cut = rng.randint(1, len(words))  # some memories ask: one or both of their sentences is a question
+        text = " ".join(words[:cut]) + rng.choice([".", "?"]) + " " + " ".join(words[cut:]) + rng.choice(["", "?"])
         out.append(MemoryInput(
-            content=" ".join(words) + f" m{i}", namespace="parity", kind=rng.choice(kinds),
+            content=text + f" m{i}", namespace="parity", kind=rng.choice(kinds),
             importance=rng.randint(1, 10), valid_from=NOW - timedelta(hours=rng.uniform(0, 24 * 720)),
             evergreen=rng.random() < 0.1, entities=rng.sample(WORDS[:8], rng.randint(0, 2))))
     return out
@@ -48,8 +50,9 @@ def parity_store(engine, installed) -> MemoryStore:
 def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str) -> None:
     store = parity_store
     # every decay path: own half-lives, the default one, evergreen, never-decaying kinds
-    params = params_from_strings(RecallParams(mode=mode, mmr=False),
+    params = params_from_strings(RecallParams(mode=mode, mmr=False, question_penalty=0.6),
                                  {"half_life": "30d", "hl.event": "60d", "hl.fact": "none"})
+    assert sum(1 for h in _all(store) if h["asks"] > 0) > 50  # the question factor is exercised
     rng = random.Random(mode)
     compared = 0
     for _ in range(12):
@@ -68,6 +71,11 @@ def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str)
             assert h["_score"] == pytest.approx(want, rel=1e-4, abs=1e-7), (h["_source"], rels[h["_id"]])
             compared += 1
     assert compared >= 200
+
+
+def _all(store: MemoryStore) -> list[dict]:
+    resp = store.engine.request("POST", f"/{store.alias}/_search", {"size": 500, "query": {"match_all": {}}})
+    return [h["_source"] for h in resp["hits"]["hits"]]
 
 
 def test_per_kind_half_lives_and_no_default_decay_match_the_reference(parity_store: MemoryStore) -> None:

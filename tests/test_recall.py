@@ -277,3 +277,58 @@ def test_cli_recall_with_a_past_now_records_no_access_unless_asked(plain: Memory
     today = CliRunner().invoke(cli, base)  # no --now: a real use
     assert today.exit_code == 0, today.output
     assert accesses() == 2
+
+
+def test_question_penalty_puts_the_turn_that_answers_above_the_turn_that_asks(plain: MemoryStore) -> None:
+    """A turn that asks shares the question's words; `asks`, stored at write time, lets the fusion damp it."""
+    asking = "Which flowers are in the tattoo?"
+    answer = "They are sunflowers, I got a tattoo of flowers on my arm."
+    plain.remember_many([MemoryInput(asking, "qa", kind="event", valid_from=NOW - DAY),
+                         MemoryInput(answer, "qa", kind="event", valid_from=NOW - DAY)])
+    query = "What flowers are in the tattoo?"
+    base = RecallParams(mmr=False, resolve=False, neighbour_prev=0.0, neighbour_next=0.0)
+    off = plain.recall(query, "qa", 2, params=base.with_(question_penalty=0.0), now=NOW, touch=False)
+    on = plain.recall(query, "qa", 2, params=base.with_(question_penalty=0.6), now=NOW, touch=False)
+    assert [r.memory.content for r in off.items] == [asking, answer]
+    assert [r.memory.content for r in on.items] == [answer, asking]
+    damped = _by_content(on)[asking]
+    assert damped.answer == pytest.approx(1 - 0.6, rel=1e-6)  # its one sentence asks
+    assert damped.rel == pytest.approx(_by_content(off)[asking].rel, rel=1e-4)  # explain: rel before the factor
+    assert _by_content(on)[answer].answer == 1.0
+
+
+def test_compound_boost_matches_a_compound_written_as_one_word_or_two(plain: MemoryStore) -> None:
+    plain.remember_many([MemoryInput("my smart watch counts my steps", "cw", valid_from=NOW),
+                         MemoryInput("I bought a smartwatch for running", "cw", valid_from=NOW),
+                         MemoryInput("send me an e-mail about the trip", "cw", valid_from=NOW)])
+    base = RecallParams(mmr=False, resolve=False)
+    for query, want in (("smartwatch", "my smart watch counts my steps"),
+                        ("smart watches", "I bought a smartwatch for running"),
+                        ("email", "send me an e-mail about the trip")):
+        off = _by_content(plain.recall(query, "cw", 3, params=base.with_(compound_boost=0.0), now=NOW, touch=False))
+        on = _by_content(plain.recall(query, "cw", 3, params=base.with_(compound_boost=1.0), now=NOW, touch=False,
+                                        explain=True))
+        assert want not in off or off[want].rel == pytest.approx(0.0, abs=1e-9)  # boost 0: the match adds nothing
+        assert on[want].rel > 0.1
+        assert any(t.startswith(("content.joined:", "content:")) for t in on[want].terms), on[want].terms
+
+
+@pytest.mark.parametrize("query, named, other", [
+    ("What instrument did James play when he was younger?", "James", "John"),
+    ("王小明年轻时弹什么乐器？", "王小明", "李娜"),
+])
+def test_a_query_naming_a_speaker_prefers_that_speakers_memory_without_hiding_the_other(
+        plain: MemoryStore, query: str, named: str, other: str) -> None:
+    """Who said a memory is its entity: the name in the query matches it at entity_boost."""
+    chinese = named == "王小明"
+    said = {other: "年轻的时候我打鼓" if chinese else "I used to play drums when I was younger",
+            named: "我弹吉他" if chinese else "I played guitar as a kid"}
+    filler = [MemoryInput(f"note {i} about the weather and lunch", "spk", kind="event", entities=[f"p{i}"],
+                          valid_from=NOW) for i in range(8)]
+    plain.remember_many([MemoryInput(text, "spk", kind="event", entities=[who], valid_from=NOW)
+                         for who, text in said.items()] + filler)
+    base = RecallParams(mmr=False, resolve=False)
+    without = plain.recall(query, "spk", 2, params=base.with_(entity_boost=0.0), now=NOW, touch=False)
+    got = plain.recall(query, "spk", 2, params=base, now=NOW, touch=False)
+    assert without.items[0].memory.entities == (other,)
+    assert [r.memory.entities for r in got.items] == [(named,), (other,)]

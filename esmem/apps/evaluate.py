@@ -409,7 +409,7 @@ def locomo_records(directory: Path, dropped: list[str] | None = None) -> list[di
                                                           if t.get("blip_caption") else "") for t in turns]
             for i, turn in enumerate(turns):  # a session is a thread: its turns know their neighbours
                 records.append({"type": "memory", "id": f"{ns}/{turn['dia_id']}", "namespace": ns,
-                                "content": contents[i], "kind": "event",
+                                "content": contents[i], "kind": "event", "entities": [turn["speaker"]],
                                 "valid_from": iso(when + timedelta(seconds=i)), "thread": f"{ns}/session_{n}",
                                 "seq": i, "neighbours": neighbour_text(contents, i)})
             if turns:

@@ -332,7 +332,8 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
     if explain:
         for i, r in enumerate(res.items, 1):
             terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
-            out.print(f"  #{i} terms: {terms or '(no lexical match)'}")
+            asking = f"  asks: rel x {r.answer:.2f}" if r.answer < 1 else ""
+            out.print(f"  #{i} terms: {terms or '(no lexical match)'}{asking}")
             if r.legs:  # hybrid recall: each leg's engine score and rank
                 out.print("     legs: " + "  ".join(f"{leg} #{int(v['rank'])} {v['score']:.4f}"
                                                      for leg, v in sorted(r.legs.items())))
@@ -663,6 +664,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
           misses: bool, embedder: str | None, compare: Path | None, previous: bool) -> None:
     """Measure retrieval quality of the JSONL DATASET (or of LoCoMo, --locomo) on the engine."""
     from esmem.apps import evaluate as ev
+    from esmem.apps import miss_patterns
     from esmem.apps import plots
     from esmem.domain.embedding import load_embedder
 
@@ -691,7 +693,8 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
                 task = bar.add_task(label, total=len(data.queries))
                 outcomes = evaluation.run(cfg, explain_misses=misses and not as_json and not sweep,
                                           progress=lambda: bar.advance(task))
-                results.append((label, cfg, ev.report(outcomes), ev.misses(outcomes, data)))
+                rep = {**ev.report(outcomes), "patterns": miss_patterns.count(outcomes, data)}
+                results.append((label, cfg, rep, ev.misses(outcomes, data)))
     finally:
         evaluation.close()
     if as_json:
@@ -710,6 +713,9 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
             table.add_row(label, group, f"{m['queries']:.0f}", *_metric_row(m))
     out.print(table)
     print_class_checks(out, [(label, rep) for label, _, rep, _ in results], saved)
+    for label, _, rep, _ in results:  # esmem/apps/miss_patterns.py
+        out.print(f"{label}: top-1 not gold with " + ", ".join(f"{n.replace('_', ' ')} {c}"
+                                                            for n, c in rep["patterns"].items()))
     if misses:
         for label, _, _, missed in results[:1] if not sweep else []:
             for miss in missed:

@@ -4,10 +4,11 @@ The engine computes, per memory matching the namespace/status/time filters:
 
     rel = BM25(content) + entity_boost * BM25(entities), or, for an evergreen or important memory
           (imp >= floor) with no lexical match, must_not_miss_boost * imp / 10
+    rel' = rel * (1 - question_penalty * asks)     asks: share of the memory's sentences that ask (questions.py)
     rec = 0.5 ** (|now - anchor_at| / half_life(kind))     (1 for evergreen and non-decaying kinds)
-    multiply:  score = rel * rec * (1 + c * imp)                                   (seed 003)
-    blend:     score = sat(rel) * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)
-    weighted:  score = alpha * sat(rel) + beta * rec + gamma * (imp - 1) / 9       (seed 004)
+    multiply:  score = rel' * rec * (1 + c * imp)                                   (seed 003)
+    blend:     score = sat(rel') * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)
+    weighted:  score = alpha * sat(rel') + beta * rec + gamma * (imp - 1) / 9       (seed 004)
 
 `anchor_at` starts at valid_from and is pulled towards each recall time by `reheat` (painless/
 reheat.painless): anchor' = anchor + rho * (now - anchor). `reference_score` mirrors this exactly;
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -39,7 +41,7 @@ DEFAULT_KIND_HALF_LIVES: Mapping[str, timedelta | None] = MappingProxyType({
 # Documented ranges (docs/reference/configuration.md): every numeric knob finite, half-lives 1s..100 years.
 MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
-           "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
+           "question_penalty", "compound_boost", "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
            "resolve_overlap", "resolve_factor", "resolve_ratio",
            "min_importance", "window", "rescore_window", "mmr_lambda", "recent_n", "rho")
 
@@ -66,7 +68,9 @@ class RecallParams:
     pinned_min_share: float = 0.5  # a pinned memory keeps a ranked slot from this share of the top rel
     importance_floor: float = 8.0
     must_not_miss_boost: float = 1.0
-    entity_boost: float = 2.0
+    entity_boost: float = 1.0      # a speaker or subject named by the query (docs/concepts/ranking.md#who-said-it)
+    compound_boost: float = 0.3    # a compound matched as two words or one ("smartwatch" / "smart watch")
+    question_penalty: float = 0.3  # damps a memory that asks: rel * (1 - question_penalty * asks)
     neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/domain/threads.py)
     neighbour_prev: float = 0.5    # share of a candidate's score its previous turn inherits
     neighbour_next: float = 0.8    # ... and its next turn (the reply)
@@ -108,6 +112,8 @@ class RecallParams:
                   ("pinned_min_share", 0 <= self.pinned_min_share <= 1),
                   ("resolve_overlap", 0 <= self.resolve_overlap <= 1), ("resolve_factor", 0 <= self.resolve_factor <= 1),
                   ("resolve_ratio", 0 <= self.resolve_ratio <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
+                  ("question_penalty", 0 <= self.question_penalty <= 1),
+                  ("compound_boost", 0 <= self.compound_boost <= 100),
                   ("must_not_miss_boost", 0 <= self.must_not_miss_boost <= 100),
                   ("neighbour_boost", 0 <= self.neighbour_boost <= 100),
                   ("neighbour_prev", 0 <= self.neighbour_prev <= 1), ("neighbour_next", 0 <= self.neighbour_next <= 1),
@@ -177,7 +183,9 @@ def params_from_strings(base: RecallParams, pairs: Mapping[str, str]) -> RecallP
 # whose default `esmem install` renders from the policy. Client-side knobs (MMR, recent-N, reheat)
 # are not template parameters; install keeps their defaults in a comment of the template.
 TEMPLATE_KNOBS = ("mode", *KNOBS, "must_not_miss", "importance_floor", "must_not_miss_boost", "entity_boost",
-                  "min_importance", "include_superseded", "neighbour_boost", "rescore_window")
+                  "min_importance", "include_superseded", "neighbour_boost", "rescore_window", "question_penalty",
+                  "compound_boost")
+FUSE_KNOBS = (*KNOBS, "question_penalty")  # the knobs of the stored `fuse` script: every mode's, then its own
 CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
                 "pinned_min_share", "resolve", "resolve_overlap", "resolve_factor",
                 "resolve_ratio", "mmr_similarity")
@@ -207,7 +215,7 @@ def template_variables(params: RecallParams, evergreen_kinds: tuple[str, ...] = 
     client = {name: getattr(params, name) for name in CLIENT_KNOBS}
     return {
         **{name: getattr(params, name) for name in TEMPLATE_KNOBS}, "window": params.window, "pinned": params.pinned,
-        "fusion_knobs": [(name, getattr(params, name)) for name in KNOBS],  # what the modes pass to `fuse`
+        "fusion_knobs": [(name, getattr(params, name)) for name in FUSE_KNOBS],  # what `fuse` is passed
         "kinds": sorted(params.kinds or ()),
         "half_lives": [(kind, _ms(params.half_life_of(kind))) for kind in KINDS],
         "client_defaults": json.dumps({**client, "evergreen_kinds": list(evergreen_kinds)}),
@@ -263,9 +271,19 @@ def fuse(rel: float, rec: float, importance: float, params: RecallParams) -> flo
     return FUSIONS[params.mode].fuse(rel, rec, importance, params)
 
 
+def answer_factor(doc: Mapping[str, Any], params: RecallParams) -> float:
+    """1 - question_penalty * asks: how much a memory that asks keeps of its relevance (1 if it states)."""
+    return 1.0 - params.question_penalty * _as_float32(float(doc.get("asks") or 0.0))
+
+
+def _as_float32(x: float) -> float:
+    """`asks` as the engine reads it back: a float field's doc value."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
 def reference_score(rel: float, doc: Mapping[str, Any], params: RecallParams, now: datetime) -> float:
     """The documented formula in plain Python, given the engine's relevance `rel`."""
-    return fuse(rel, recency(doc, params, now), float(doc.get("importance", 1.0)), params)
+    return fuse(rel * answer_factor(doc, params), recency(doc, params, now), float(doc.get("importance", 1.0)), params)
 
 
 def importance_part(importance: float, params: RecallParams) -> float:

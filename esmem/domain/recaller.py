@@ -174,8 +174,10 @@ class Recaller:
         resp = self.catalog.msearch([Search("neighbours", {"namespace": namespace, "at": at, "size": len(at)},
                                             routing=namespace)], "neighbours")[0]
 
+        # relevance before the answer factor: the reply to a turn that asks inherits its whole match
         done = expand(hits, resp["hits"]["hits"], p.neighbour_prev, p.neighbour_next,
-                      rel=lambda h: _rel(h, p, now), score=lambda h, r: ranking.fuse(r, *_parts(h, p, now), p))
+                      rel=lambda h: _undamped(_rel(h, p, now), h, p),
+                      score=lambda h, r: ranking.fuse(r * ranking.answer_factor(h["_source"], p), *_parts(h, p, now), p))
         return done.hits, done.neighbour_of
 
     def _rank(self, hits: list[Mapping[str, Any]], k: int, p: RecallParams, now: datetime,
@@ -204,7 +206,8 @@ class Recaller:
             engine_score = float(h.get("_engine_score", h["_score"]))  # hybrid: a leg's score, not the fused one
             out.append(Recalled(
                 memory=Memory.from_hit(h["_id"], src), score=float(h["_score"]),
-                rel=ranking.invert_rel(engine_score, rec, imp, p), recency=rec,
+                rel=_undamped(ranking.invert_rel(engine_score, rec, imp, p), h, p), recency=rec,
+                answer=ranking.answer_factor(src, p),
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
                 terms=terms_by_id.get(h["_id"], {}), legs=h.get("_legs", {}), neighbour_of=raised.get(h["_id"]),
@@ -268,6 +271,12 @@ def _parts(h: Mapping[str, Any], p: RecallParams, now: datetime) -> tuple[float,
 def _rel(h: Mapping[str, Any], p: RecallParams, now: datetime) -> float:
     """The engine's relevance behind a hit's fused score (the inverse of the mode's fusion)."""
     return ranking.invert_rel(float(h["_score"]), *_parts(h, p, now), p)
+
+
+def _undamped(rel: float, h: Mapping[str, Any], p: RecallParams) -> float:
+    """A hit's relevance before the answer factor (0 when the factor is 0)."""
+    factor = ranking.answer_factor(h["_source"], p)
+    return rel / factor if factor > 0 else 0.0
 
 
 _WEIGHT = re.compile(r"^weight\(([\w.]+):(.+?) in \d+\)")

@@ -109,6 +109,7 @@ class Recalled:
     importance_part: float  # multiply: the factor (1 + c*imp); weighted: gamma*(imp-1)/9; blend: 0
     reheat: float
     mmr_penalty: float = 0.0
+    answer: float = 1.0  # the share of rel a memory that asks keeps: 1 - question_penalty * asks
     rank_before_mmr: int = 0
     terms: Mapping[str, float] = field(default_factory=dict)
     legs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # hybrid: {leg: {score, rank}}

@@ -30,7 +30,7 @@ from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.tracing import carried, span
 from esmem.values import iso
 
-MAX_QUERY_TERMS = 200  # the recall query repeats the terms in 4 clauses; the engine allows 1024 in all
+MAX_QUERY_TERMS = 140  # the recall query repeats the terms in up to 7 clauses; the engine allows 1024 in all
 
 
 def candidates(resp: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:

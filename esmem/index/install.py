@@ -416,7 +416,7 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
     flat = [c["bool"]["filter"][0]["term"]["kind"] for f in fs["functions"]
             if f["script_score"]["script"]["params"]["kind"] == "*" for c in f["filter"]["bool"]["should"]]
     script = functions[0]
-    for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma"):
+    for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma", "question_penalty"):
         if len({f[name] for f in functions}) > 1:
             raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
     hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
@@ -426,12 +426,13 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
         raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
     params = RecallParams(
         mode=script["mode"], half_life=None, kind_half_lives=hl,
-        **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma")},
+        **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma", "question_penalty")},
         must_not_miss=_mnm(out) is not None and _gate_on(mnm_bool["filter"][0]),
         importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
         must_not_miss_boost=float(mnm["functions"][0]["script_score"]["script"]["params"]["must_not_miss_boost"]),
         entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
         neighbour_boost=float(lexical[2]["match"]["neighbours"]["boost"]),
+        compound_boost=float(lexical[3]["match"]["content.joined"]["boost"]),
         min_importance=float(flt[3]["range"]["importance"]["gte"]),
         window=int(out["size"]), kinds=kinds or None, rescore_window=int(rescore["window_size"]) if rescore else 0,
         include_superseded=_gate_on(flt[1]["bool"]["should"][1]),
