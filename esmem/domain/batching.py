@@ -44,12 +44,22 @@ def next_batch(pairs: Pairs, todo: Sequence[int], batch_size: int, policy: Merge
 
 def write_plain_all(pairs: Pairs, batch_size: int, write: Callable[[list[Any]], list[WriteResult]],
                     progress: Callable[[int], None] | None, in_flight: int = 2) -> list[WriteResult]:
-    """Without merge: `in_flight` batches written at once (`write` of a batch's pairs), so the engine
-    indexes one while the client encodes the next. A batch that repeats an earlier id (its replay)
-    waits for every batch before it; `progress` counts batches in input order."""
+    """Without merge: `in_flight` batches written at once (`write` of a batch's pairs, in threads), so
+    the engine indexes one while the client encodes the next; 1: one after the other in the caller's
+    thread. A batch that repeats an earlier id (its replay) waits for every batch before it; `progress`
+    counts batches in input order."""
     results: list[WriteResult] = []
     pending: deque[tuple[int, Future[list[WriteResult]]]] = deque()
     off = MergePolicy(enabled=False)
+    if in_flight < 2:
+        start = 0
+        while start < len(pairs):
+            batch = next_batch(pairs, range(start, len(pairs)), batch_size, off, False)
+            results.extend(write([pairs[n] for n in batch]))
+            if progress:
+                progress(len(batch))
+            start = batch[-1] + 1
+        return results
 
     def land() -> None:  # the oldest batch in flight; on an error, the other lands first
         size, fut = pending.popleft()

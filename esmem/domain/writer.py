@@ -125,7 +125,8 @@ class Writer:
                 if doc_id not in found:
                     self._explicit(d, doc_id)
         if not self.merge.enabled and not explicit and not dry_run:
-            results = write_plain_all(pairs, batch_size, lambda batch: self._write_plain(batch, False), progress)
+            results = write_plain_all(pairs, batch_size, lambda batch: self._write_plain(batch, False), progress,
+                                      in_flight=1 if self.catalog.engine.asynchronous else 2)
             self.catalog.refresh()  # one refresh, not one per batch
             return results
         results: dict[int, WriteResult] = {}
@@ -134,6 +135,8 @@ class Writer:
         # A batch's last step (refresh, settle) runs in a thread while the next batch is planned: that
         # step is the engine's, planning (tokens, the merge measure) the client's. The next batch
         # sends nothing before the step is over, so the engine sees the requests in the same order.
+        # Over an async client every request waits on the loop's thread: the step runs in line.
+        overlap = not self.catalog.engine.asynchronous
         with ThreadPoolExecutor(max_workers=1) as pool:
             finishing: Future[None] | None = None
             while todo:
@@ -144,8 +147,8 @@ class Writer:
                 durable = self._took(pairs, batch, done, results, durable, progress)
                 ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
                 todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
-                finishing = pool.submit(carried(finish)) if finish and todo else None
-                if finish and not todo:  # the last batch (a single one starts no thread)
+                finishing = pool.submit(carried(finish)) if finish and todo and overlap else None
+                if finish and not finishing:  # the last batch (a single one starts no thread)
                     finish()
         if not self.merge.enabled and not dry_run:
             self.catalog.refresh()  # one refresh, not one per batch
