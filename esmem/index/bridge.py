@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Awaitable, Callable, TypeVar
 
-import greenlet
+import greenlet  # type: ignore[import-untyped]
 
 from esmem.errors import AsyncOnly
 

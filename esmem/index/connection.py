@@ -267,7 +267,7 @@ class ConnectionConfig:
         if credentials is None:
             raise ConfigError("SigV4: no AWS credentials found (environment, ~/.aws or an instance role)")
         signer = AWSV4SignerAsyncAuth if asynchronous else Urllib3AWSV4SignerAuth
-        return signer(credentials, self.aws_region, self.aws_service)
+        return signer(credentials, self.aws_region or "", self.aws_service)
 
 
 def _orjson_serializer() -> Any:

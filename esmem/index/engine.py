@@ -225,13 +225,15 @@ class Engine:
 
 def _is_async(client: Any) -> bool:
     """Whether a client is one of the async ones (`AsyncOpenSearch`, `AsyncElasticsearch`)."""
-    try:
-        from opensearchpy import AsyncOpenSearch
-    except ImportError:  # its async client needs aiohttp (esmem[async])
-        AsyncOpenSearch = ()  # noqa: N806
     from elasticsearch import AsyncElasticsearch
 
-    return isinstance(client, (AsyncOpenSearch, AsyncElasticsearch))
+    if isinstance(client, AsyncElasticsearch):
+        return True
+    try:
+        from opensearchpy import AsyncOpenSearch
+    except ImportError:  # its async client needs aiohttp (esmem[async]): no client of the caller's is one
+        return False
+    return isinstance(client, AsyncOpenSearch)
 
 
 def _param(v: Any) -> str:
