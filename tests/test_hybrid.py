@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from esmem.cli.main import cli
 from esmem.domain import ranking
-from esmem.domain.hybrid import LEXICAL, Fusion, fuse, fusion_from_strings, minmax, reembed, spec
+from esmem.domain.hybrid import LEXICAL, Fusion, fuse, fusion_from_strings, minmax, quantize, reembed, spec
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
@@ -47,7 +47,7 @@ def test_install_maps_a_vector_field_sized_from_the_embedder(engine, semantic, p
     assert check(engine, prefix) == []  # the engine echoes exactly the rendered mapping
     live = engine.request("GET", f"/{semantic.alias}/_mapping")
     field = next(iter(live.values()))["mappings"]["properties"]["embedding"]
-    assert field["type"] == "knn_vector" and field["dimension"] == 384
+    assert field["type"] == "knn_vector" and field["dimension"] == 384 and field["data_type"] == "BYTE"
     assert field["method"]["engine"] == "lucene" and field["method"]["space_type"] == "cosinesimil"
 
 
@@ -63,7 +63,9 @@ def test_without_an_embedder_the_index_and_store_are_lexical(engine, installed) 
 def test_writes_carry_the_models_vectors_and_a_wrong_size_is_refused(engine, semantic) -> None:
     res = semantic.remember_many(PETS)
     got = engine.request("GET", f"/{semantic.alias}/_doc/{res[0].id}", params={"routing": "u"})["_source"]
-    assert got["embedding"] == pytest.approx(minilm().embed([PETS[0].content])[0], abs=1e-6)
+    vector = minilm().embed([PETS[0].content])[0]
+    assert got["embedding"] == quantize(vector)  # bytes, scaled so the largest component is 127
+    assert max(map(abs, got["embedding"])) == 127 and cos(got["embedding"], vector) > 0.999
     with pytest.raises(InvalidInput, match="384"):
         semantic.remember("given vector of the wrong size", "u", embedding=[1.0, 0.0])
 
@@ -75,7 +77,7 @@ def test_knn_leg_scores_are_the_documented_formula_over_cosine(engine, semantic,
     semantic.remember_many(PETS)
     params = RecallParams(mode=mode, half_life=timedelta(days=30), kind_half_lives={}, mmr=False)
     query = "pet cat"
-    qv = minilm().embed([query])[0]
+    qv = quantize(minilm().embed([query])[0])
     tp = {"namespace": "u", "query": query, "size": 10, "now": epoch_ms(NOW), "vector": qv,
           **ranking.template_overrides(params)}
     resp = engine.request("POST", f"/{semantic.alias}/_search/template",
@@ -178,6 +180,45 @@ def test_migrate_to_an_embedder_then_reembed(engine, installed) -> None:
     store = MemoryStore(engine, installed, embedder=minilm(), clock=lambda: NOW)
     assert store.recall("pet cat", "u", 1, touch=False, params=RecallParams(must_not_miss=False)).items[0].memory.content \
         == PETS[0].content
+
+
+def test_quantize_keeps_the_cosine_and_refuses_a_zero_vector() -> None:
+    v = [0.3, -0.05, 0.0004, -0.9]
+    assert quantize(v) == [42, -7, 0, -127]
+    assert quantize([2 * x for x in v]) == quantize(v) == quantize(quantize(v))  # scale-free, idempotent
+    for bad in ([0.0, 0.0], [float("nan"), 1.0], [1.0, float("nan")], []):
+        with pytest.raises(InvalidInput):
+            quantize(bad)
+
+
+@pytest.mark.fresh_prefix("builds an index of float vectors, then migrates it")
+def test_migrate_from_float_vectors_keeps_them_as_bytes(engine, prefix) -> None:
+    """An index whose vectors were stored as floats (before vectors became bytes) migrates with its
+    vectors quantized in the reindex: no re-embedding, and the kNN leg finds the same memory."""
+    from esmem.index.install import Names, index_body
+
+    names = Names(prefix)
+    install(engine, prefix, embedding=spec(minilm()))
+    live = next(iter(engine.request("GET", f"/{names.alias}/_alias/{names.alias}")))
+    engine.request("DELETE", f"/{live}")
+    body = index_body(engine, prefix, embedding=spec(minilm()))["template"]
+    del body["mappings"]["properties"]["embedding"]["data_type"]  # the float mapping of before
+    old = f"{live}-floats"
+    engine.request("PUT", f"/{old}", {**body, "aliases": {names.alias: {"is_write_index": True}}})
+    vectors = minilm().embed([p.content for p in PETS])
+    for i, (p, v) in enumerate(zip(PETS, vectors)):
+        engine.request("PUT", f"/{old}/_doc/m{i}", {"namespace": "u", "content": p.content, "kind": p.kind,
+                                                    "importance": 1.0, "status": "active",
+                                                    "valid_from": p.valid_from, "embedding": v},
+                       {"routing": "u", "refresh": "true"})
+    report = install(engine, prefix, migrate=True)
+    assert not any("vectors dropped" in n for n in report.notes)
+    store = MemoryStore(engine, prefix, embedder=minilm(), clock=lambda: NOW)
+    for i, v in enumerate(vectors):
+        got = store.catalog.get("u", f"m{i}")["_source"]["embedding"]
+        assert got == quantize(v)
+    res = store.recall("pet cat", "u", 1, touch=False, fusion=Fusion(weight=1.0))
+    assert res.items[0].memory.content == PETS[0].content
 
 
 def test_cli_install_embedder_explain_shows_both_legs(engine, prefix) -> None:

@@ -4,9 +4,10 @@ Measured on one corpus (esmem.bench.generate), embedding time reported apart fro
   embedding   the memories' vectors (one pass, the embedder alone) and one query's vector (p50/p95)
   ingest      remember_many with the vectors already computed, lexical index vs vector index
   bytes       primary store per memory after a force-merge, lexical vs with vectors
-  latency     (a) BM25 floor, (b) the recall template, (h) both legs' templates in one _msearch with
-              the query vector given (the engine's share of hybrid), (H) MemoryStore.recall hybrid end
-              to end (query embedding, both legs, fusion, MMR over cosine; reheat off)
+  latency     (a) BM25 floor, (b) the recall template, (c) MemoryStore.recall without the kNN leg,
+              (h) both legs' templates in one _msearch with the query vector given (the engine's share
+              of hybrid), (H) MemoryStore.recall hybrid end to end (query embedding, both legs, fusion,
+              MMR); (c) and (H) on the same index, reheat off: H/c is what the kNN leg costs a recall
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any, Callable
 from esmem.apps.bench import Paths, Probe, Timings, generate, make_queries, measure, store_stats
 from esmem.apps.timing import percentiles
 from esmem.domain.embedding import Embedder, embed_checked
-from esmem.domain.hybrid import spec
+from esmem.domain.hybrid import quantize, spec
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Search
@@ -25,8 +26,8 @@ from esmem.index.engine import Engine
 from esmem.index.install import KNN_TEMPLATE, install, uninstall
 from esmem.values import epoch_ms, utcnow
 
-HYBRID_PATHS = {"a": "BM25 match (floor)", "b": "recall template", "h": "both legs, one _msearch",
-                "H": "MemoryStore.recall hybrid"}
+HYBRID_PATHS = {"a": "BM25 match (floor)", "b": "recall template", "c": "MemoryStore.recall lexical",
+                "h": "both legs, one _msearch", "H": "MemoryStore.recall hybrid"}
 
 
 def run_hybrid(engine: Engine, prefix: str, embedder: Embedder, *, size: int = 2000, namespaces: int = 20,
@@ -82,11 +83,12 @@ def run_hybrid(engine: Engine, prefix: str, embedder: Embedder, *, size: int = 2
 def _calls(engine: Engine, prefix: str, embedder: Embedder, k: int) -> dict[str, Callable[[Probe], Timings]]:
     lexical = Paths(engine, prefix, k)
     store = MemoryStore(engine, prefix, embedder=embedder)
+    lexical_store = MemoryStore(engine, prefix)
     qvec: dict[str, list[float]] = {}
 
     def legs(q: Probe) -> Timings:
         if q.text not in qvec:  # the query's vector is not the engine's time: computed once, outside
-            qvec[q.text] = embed_checked(embedder, [q.text], query=True)[0]
+            qvec[q.text] = quantize(embed_checked(embedder, [q.text], query=True)[0])
         params = {"namespace": q.namespace, "query": q.text, "now": epoch_ms(utcnow())}
         responses = store.catalog.msearch([Search("recall", params, routing=q.namespace),
                                            Search(KNN_TEMPLATE, {**params, "vector": qvec[q.text]}, routing=q.namespace)])
@@ -97,7 +99,10 @@ def _calls(engine: Engine, prefix: str, embedder: Embedder, k: int) -> dict[str,
         res = store.recall(q.text, q.namespace, k, touch=False)
         return {"took": res.engine_took_ms}
 
-    return {"a": lexical.bm25, "b": lexical.template, "h": legs, "H": hybrid}
+    def lexical_recall(q: Probe) -> Timings:
+        return {"took": lexical_store.recall(q.text, q.namespace, k, touch=False).engine_took_ms}
+
+    return {"a": lexical.bm25, "b": lexical.template, "c": lexical_recall, "h": legs, "H": hybrid}
 
 
 def summary(report: dict[str, Any]) -> list[tuple[str, str]]:
@@ -105,6 +110,8 @@ def summary(report: dict[str, Any]) -> list[tuple[str, str]]:
     lat = report["latency"]
     rows = [(f"({key}) {row['label']}", f"p50 {row['p50']:.1f} ms, p95 {row['p95']:.1f} ms, x(a) p50 {row['ratio_p50']:.2f}")
             for key, row in lat.items()]
+    rows.append(("(H) / (c): hybrid vs lexical recall", f"p50 x{lat['H']['p50'] / lat['c']['p50']:.2f}, "
+                                                        f"p95 x{lat['H']['p95'] / lat['c']['p95']:.2f}"))
     e, i = report["embedding"], report["ingest"]
     rows += [("embedding, memories", f"{e['memories_per_second']:.1f}/s ({e['seconds']:.1f} s, "
                                      f"{e['cpu_seconds']:.1f} CPU-s for {report['size']})"),

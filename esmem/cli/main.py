@@ -197,8 +197,9 @@ def engine_down(flavour: str) -> None:
 @click.option("--policy", "policy_path", default=None,
               help="Ranking policy (.toml/.json) rendered into the stored templates (default: esmem's).")
 @click.option("--embedder", default=None,
-              help=f"A model ({', '.join(MODELS)}; NAME:<dir or jar> for its files from elsewhere): vectors + "
-                   "kNN leg (needs esmem[semantic]); none: lexical only. Default: as installed.")
+              help=f"A model ({', '.join(MODELS)}; NAME:<dir or jar> for its files from elsewhere) or a "
+                   "language (en, zh: the best measured model for it): vectors + kNN leg (needs "
+                   "esmem[semantic]); none: lexical only. Default: as installed.")
 @click.pass_context
 def install(ctx: click.Context, migrate: bool, shards: int, replicas: int, policy_path: str | None,
             embedder: str | None) -> None:

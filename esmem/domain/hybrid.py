@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from esmem.domain.embedding import Embedder, embed_checked
+from esmem.domain.embedding import Embedder, embed_checked, quantize
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
@@ -146,7 +146,8 @@ class Semantic:
         self._checked = True
 
     def fill(self, docs: Sequence[dict[str, Any]]) -> None:
-        """Embed every document that brings no vector; a given vector must have the index's size."""
+        """Embed every document that brings no vector; a given vector must have the index's size.
+        Every vector is stored quantized (`quantize`)."""
         self.check()
         for d in docs:
             if "embedding" in d and len(d["embedding"]) != self.embedder.dimensions:
@@ -155,12 +156,14 @@ class Semantic:
         todo = [d for d in docs if "embedding" not in d]
         for d, v in zip(todo, embed_checked(self.embedder, [d["content"] for d in todo])):
             d["embedding"] = v
+        for d in docs:
+            d["embedding"] = quantize(d["embedding"])
 
     def search(self, params: Mapping[str, Any], query: str, routing: str, fusion: Fusion | None = None) -> Search:
         """The kNN leg: the stored recall_knn template with the query's vector, over the fusion's
         knn_window nearest (at least the recall's window)."""
         self.check()
-        vector = self._queries.pop(query, None) or embed_checked(self.embedder, [query], query=True)[0]
+        vector = self._queries.pop(query, None) or quantize(embed_checked(self.embedder, [query], query=True)[0])
         self._queries[query] = vector
         if len(self._queries) > QUERY_CACHE:
             self._queries.popitem(last=False)
@@ -183,7 +186,7 @@ def reembed(engine: Engine, prefix: str, embedder: Embedder, *, every: bool = Fa
         if not hits:
             break
         vectors = embed_checked(embedder, [h["_source"]["content"] for h in hits])
-        outcomes = catalog.update_fields([(h["_source"]["namespace"], h["_id"], {"embedding": v})
+        outcomes = catalog.update_fields([(h["_source"]["namespace"], h["_id"], {"embedding": quantize(v)})
                                           for h, v in zip(hits, vectors)])
         errors = [o["error"] for o in outcomes if o.get("error")]
         if errors:

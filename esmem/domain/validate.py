@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Sequence
 
+from esmem.domain.embedding import quantize
 from esmem.domain.pinned import check_applies_to
 from esmem.domain.threads import thread_fields
 from esmem.domain.types import MemoryInput
@@ -116,11 +117,11 @@ def _check_json(name: str, value: Any, max_depth: int) -> Any:
     return value
 
 
-def _check_embedding(embedding: Any) -> list[float]:
+def _check_embedding(embedding: Any) -> list[int]:
     if isinstance(embedding, (str, bytes)) or not isinstance(embedding, Sequence) or not embedding or any(
             isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) for x in embedding):
         raise InvalidInput("embedding must be a non-empty list of finite numbers")
-    return [float(x) for x in embedding]
+    return quantize(embedding)  # stored as the index's vector field holds it
 
 
 def _check_time(name: str, value: Any) -> datetime:

@@ -247,6 +247,9 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
             reindex["script"] = {"lang": "painless", "source": "ctx._source.remove('embedding')"}
             if embedding:
                 report.notes.append(f"vectors dropped (new embedder {embedding['name']}): run `esmem embed`")
+        elif embedding:  # the same model's vectors are kept, as the new mapping stores them (bytes)
+            reindex["script"] = {"lang": "painless",
+                                 "source": (assets_root() / "painless/migrate/quantize_embedding.painless").read_text()}
         engine.request("POST", "/_reindex", reindex, {"wait_for_completion": "true", "refresh": "true"})
         engine.request("POST", "/_aliases", {"actions": [
             {"remove": {"index": live, "alias": names.alias}},
