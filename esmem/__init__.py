@@ -1,4 +1,5 @@
 """esmem: long-term memory for LLM agents, ranked inside Elasticsearch/OpenSearch."""
+from esmem.domain.async_store import AsyncMemoryStore
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
@@ -9,5 +10,5 @@ from esmem.index.engine import Engine
 from esmem.index.install import check, install, uninstall
 
 __version__ = "0.1.0"
-__all__ = ["ConnectionConfig", "Engine", "EsmemError", "Memory", "MemoryInput", "MemoryStore", "MergePolicy", "RecallParams",
+__all__ = ["AsyncMemoryStore", "ConnectionConfig", "Engine", "EsmemError", "Memory", "MemoryInput", "MemoryStore", "MergePolicy", "RecallParams",
            "RecallResult", "Recalled", "WriteResult", "check", "install", "uninstall"]

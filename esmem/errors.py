@@ -19,6 +19,10 @@ class InvalidItem(InvalidInput):
         self.reason = reason
 
 
+class AsyncOnly(EsmemError):
+    """An engine over an async client was called outside an async store's call (esmem/index/bridge.py)."""
+
+
 class Unsupported(EsmemError, NotImplementedError):
     """An operation esmem does not offer (e.g. a time-to-live on a LangGraph store item)."""
 

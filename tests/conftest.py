@@ -349,6 +349,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             # opensearch-2), or once on another engine
             names = [n for n in names if n in embedded.FLAVOURS] or names[:1]
         metafunc.parametrize("engine_url", names or ["none"], indirect=True, scope="session")
+    if "face" in metafunc.fixturenames and metafunc.definition.get_closest_marker("contract"):
+        # the contract holds for both stores: MemoryStore and AsyncMemoryStore (through tests/async_face.py)
+        metafunc.parametrize("face", ["sync", "async"])
 
 
 _SECURED_ENV = ("ESMEM_CA_CERTS", "ESMEM_USERNAME", "ESMEM_PASSWORD_FILE")
@@ -526,5 +529,26 @@ def installed_semantic(request: pytest.FixtureRequest, engine: Engine, prefix: s
 
 
 @pytest.fixture
-def store(engine: Engine, installed: str) -> MemoryStore:
-    return MemoryStore(engine, installed)
+def face() -> str:
+    """Which store `make_store` builds: "sync" (MemoryStore), or "async" (AsyncMemoryStore through a
+    sync bridge); tests marked `contract` run with each."""
+    return "sync"
+
+
+@pytest.fixture
+def make_store(face: str, engine: Engine, request: pytest.FixtureRequest):
+    """A factory of this test's store over `engine`: make_store(prefix, **MemoryStore options)."""
+    def make(prefix: str, **options) -> MemoryStore:
+        if face == "sync":
+            return MemoryStore(engine, prefix, **options)
+        from async_face import AsyncFace
+
+        store = AsyncFace(Engine(engine.config, asynchronous=True), prefix, **options)
+        request.addfinalizer(store.close)
+        return store  # type: ignore[return-value]  # answers every call a test makes of a MemoryStore
+    return make
+
+
+@pytest.fixture
+def store(make_store, installed: str) -> MemoryStore:
+    return make_store(installed)

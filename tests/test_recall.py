@@ -24,9 +24,9 @@ DAY = timedelta(days=1)
 
 
 @pytest.fixture
-def plain(engine, installed) -> MemoryStore:
+def plain(make_store, installed) -> MemoryStore:
     """A store without merge, with a fixed clock, so tests control every memory."""
-    return MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    return make_store(installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
 
 
 def _by_content(res) -> dict[str, object]:

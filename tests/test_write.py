@@ -36,8 +36,8 @@ def rule_lines() -> list[dict]:
 
 
 @pytest.fixture
-def clocked(engine, installed) -> MemoryStore:
-    return MemoryStore(engine, installed, clock=lambda: NOW)
+def clocked(make_store, installed) -> MemoryStore:
+    return make_store(installed, clock=lambda: NOW)
 
 
 def _inputs(lines: list[dict], ns: str = "rules") -> list[MemoryInput]:
@@ -430,12 +430,13 @@ def test_a_lone_writer_skips_the_settle_read_and_the_refresh_before_each_look_up
     assert calls.count("POST _refresh") == 1 + 3 and calls.count("GET _stats/docs") == 1 + 3  # once, then per batch
 
 
-def test_a_batch_s_refresh_and_settle_run_beside_the_next_batch_s_planning_never_beside_a_request(clocked,
+def test_a_batch_s_refresh_and_settle_run_beside_the_next_batch_s_planning_never_beside_a_request(engine, installed,
                                                                                                    monkeypatch) -> None:
     """#18: the last step of a batch (its refresh and settle step) runs in a worker thread while the
     client plans the next batch; the next batch's requests wait for it, so the engine never has two of
-    the write's requests at once and sees them in the order a sequential write sends them."""
-    store = clocked
+    the write's requests at once and sees them in the order a sequential write sends them. (The sync
+    store's: an async store sends every request from the loop's thread and runs that step in line.)"""
+    store = MemoryStore(engine, installed, clock=lambda: NOW)
     spans: list[tuple[str, str, float, float]] = []  # (request, thread, start, end)
     real = store.engine.request
 

@@ -19,6 +19,9 @@ in nodes and tools, LangMem's memory tools): JSON values under a namespace tuple
   lists the newest memories. `filter` matches value fields by equality, after ranking.
 - delete (`put(ns, key, None)`) is esmem's forget: a tombstone supersedes the key's memory, so get
   and search no longer return it while `MemoryStore.history` keeps it (and `restore` brings it back).
+- over an `AsyncMemoryStore` the async methods (`abatch`, and so `aget`, `aput`, `asearch`, ...) await
+  it on the running loop; the sync ones are refused there (`Unsupported`). Over a MemoryStore the
+  async methods run the sync ones in a thread.
 - a time-to-live is refused (`Unsupported`; `supports_ttl` is False): esmem keeps memories until they
   are superseded or forgotten, and lets old ones fade in ranking instead.
 """
@@ -43,10 +46,12 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from esmem.domain.async_store import AsyncMemoryStore
 from esmem.domain.recaller import MAX_K
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory
 from esmem.errors import InvalidInput, Unsupported
+from esmem.index.bridge import run
 from esmem.index.catalog import Search
 from esmem.values import KINDS, check_namespace
 
@@ -68,12 +73,24 @@ class EsmemStore(BaseStore):
 
     supports_ttl = False
 
-    def __init__(self, store: MemoryStore, *, touch: bool = True):
-        self.store = store
+    def __init__(self, store: MemoryStore | AsyncMemoryStore, *, touch: bool = True):
+        self.async_store = store if isinstance(store, AsyncMemoryStore) else None
+        self.store = store.store if isinstance(store, AsyncMemoryStore) else store  # the one implementation
         self.touch = touch
 
     # -- operations --------------------------------------------------------------------------
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        if self.async_store is not None:
+            raise Unsupported("this EsmemStore is over an AsyncMemoryStore: use its async methods (abatch, aget, "
+                              "aput, asearch, ...)")
+        return self._batch(ops)
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        if self.async_store is not None:
+            return await run(self._batch, list(ops))
+        return await asyncio.to_thread(self._batch, list(ops))
+
+    def _batch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
@@ -88,9 +105,6 @@ class EsmemStore(BaseStore):
             else:
                 raise InvalidInput(f"unsupported store operation {type(op).__name__}")
         return results
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        return await asyncio.to_thread(self.batch, list(ops))
 
     def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
         m = self._by_key(esmem_namespace(namespace), key)

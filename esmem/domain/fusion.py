@@ -8,10 +8,24 @@ install` includes into `fuse`. A fourth mode is one class here and one fragment 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping, Protocol
+from typing import Mapping, Protocol
 
-if TYPE_CHECKING:
-    from esmem.domain.ranking import RecallParams
+
+class Knobs(Protocol):
+    """The ranking knobs a fusion mode reads (`ranking.RecallParams` has them, and more)."""
+
+    @property
+    def w(self) -> float: ...
+    @property
+    def k(self) -> float: ...
+    @property
+    def c(self) -> float: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def beta(self) -> float: ...
+    @property
+    def gamma(self) -> float: ...
 
 
 def sat(rel: float, k: float) -> float:
@@ -28,13 +42,13 @@ class Fusion(Protocol):
     name: str
     knobs: tuple[str, ...]
 
-    def fuse(self, rel: float, rec: float, importance: float, p: RecallParams) -> float:
+    def fuse(self, rel: float, rec: float, importance: float, p: Knobs) -> float:
         """The score the engine computes (the reference the tests hold the engine to)."""
 
-    def importance_part(self, importance: float, p: RecallParams) -> float:
+    def importance_part(self, importance: float, p: Knobs) -> float:
         """Importance's share of the score, as `explain` shows it."""
 
-    def invert(self, score: float, rec: float, importance: float, p: RecallParams) -> float:
+    def invert(self, score: float, rec: float, importance: float, p: Knobs) -> float:
         """Recover rel from a fused score, for explaining a hit."""
 
 
@@ -45,13 +59,13 @@ class Blend:
     name: str = "blend"
     knobs: tuple[str, ...] = ("w", "k")
 
-    def fuse(self, rel: float, rec: float, importance: float, p: RecallParams) -> float:
+    def fuse(self, rel: float, rec: float, importance: float, p: Knobs) -> float:
         return sat(rel, p.k) * (1 - p.w) + rec * p.w
 
-    def importance_part(self, importance: float, p: RecallParams) -> float:
+    def importance_part(self, importance: float, p: Knobs) -> float:
         return 0.0
 
-    def invert(self, score: float, rec: float, importance: float, p: RecallParams) -> float:
+    def invert(self, score: float, rec: float, importance: float, p: Knobs) -> float:
         return unsat((score - rec * p.w) / (1 - p.w) if p.w < 1 else 0.0, p.k)
 
 
@@ -62,13 +76,13 @@ class Multiply:
     name: str = "multiply"
     knobs: tuple[str, ...] = ("c",)
 
-    def fuse(self, rel: float, rec: float, importance: float, p: RecallParams) -> float:
+    def fuse(self, rel: float, rec: float, importance: float, p: Knobs) -> float:
         return rel * rec * (1 + p.c * importance)
 
-    def importance_part(self, importance: float, p: RecallParams) -> float:
+    def importance_part(self, importance: float, p: Knobs) -> float:
         return 1 + p.c * importance
 
-    def invert(self, score: float, rec: float, importance: float, p: RecallParams) -> float:
+    def invert(self, score: float, rec: float, importance: float, p: Knobs) -> float:
         denom = rec * (1 + p.c * importance)
         return score / denom if denom > 0 else 0.0
 
@@ -80,13 +94,13 @@ class Weighted:
     name: str = "weighted"
     knobs: tuple[str, ...] = ("alpha", "beta", "gamma", "k")
 
-    def fuse(self, rel: float, rec: float, importance: float, p: RecallParams) -> float:
+    def fuse(self, rel: float, rec: float, importance: float, p: Knobs) -> float:
         return p.alpha * sat(rel, p.k) + p.beta * rec + p.gamma * (importance - 1) / 9
 
-    def importance_part(self, importance: float, p: RecallParams) -> float:
+    def importance_part(self, importance: float, p: Knobs) -> float:
         return p.gamma * (importance - 1) / 9
 
-    def invert(self, score: float, rec: float, importance: float, p: RecallParams) -> float:
+    def invert(self, score: float, rec: float, importance: float, p: Knobs) -> float:
         s = (score - p.beta * rec - p.gamma * (importance - 1) / 9) / p.alpha if p.alpha else 0.0
         return unsat(s, p.k)
 

@@ -19,7 +19,7 @@ from esmem.domain.resolve import resolve
 from esmem.domain.threads import expand, wanted
 from esmem.domain.ranking import RecallParams
 from esmem.domain.types import Memory, Recalled, RecallResult
-from esmem.domain.writer import MAX_QUERY_TERMS
+from esmem.domain.lookup import MAX_QUERY_TERMS
 from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.index.install import installed_policy

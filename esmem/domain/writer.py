@@ -1,42 +1,38 @@
-"""The write path: validate -> score importance -> look up candidates -> merge decision -> bulk write.
+"""The write protocol: validate -> decide -> retire, then create -> settle.
 
 The protocol of one batch (docs/concepts/guarantees.md) makes writes idempotent and safe to retry: ids are
 deterministic, documents are created if absent, and every change to an existing memory is a stored
-update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that memory. Speed devices
-with a module of their own: the collector pause (esmem/domain/collector.py) and skipped look-ups in
-new groups (esmem/domain/novelty.py).
+update script (`retire`, `link`, `restate`, `unretire`) that is atomic on that memory. What it reads
+and answers lives beside it: the look-up (lookup.py), writes seen before (replay.py), the answers
+(outcomes.py), batches (batching.py). Speed devices, each in a module of its own with the measurement
+that justifies it: the collector pause (collector.py), skipped look-ups in new groups (novelty.py),
+the lone writer's skipped checkpoint reads (lone_writer.py) and the settle step's twin filter (twins.py).
 """
 from __future__ import annotations
 
-from collections import defaultdict, deque
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from collections import defaultdict
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
-from esmem.domain.analysis import truncate_query
+from esmem.domain import lookup, outcomes, replay
+from esmem.domain.batching import next_batch, write_plain_all
+from esmem.domain.collector import paused_collector
 from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
-from esmem.domain.pinned import derive_applies_to
-from esmem.domain.collector import paused_collector
-from esmem.domain.merge import Candidate, Decision, Mergeable, MergePolicy, could_merge, decide
-from esmem.domain.novelty import Novelty
+from esmem.domain.lone_writer import LoneWriter
+from esmem.domain.merge import Candidate, Decision, MergePolicy, decide
 from esmem.domain.merge_judge import MergeJudge, verdicts
+from esmem.domain.novelty import Novelty
+from esmem.domain.pinned import derive_applies_to
+from esmem.domain.twins import may_have_twins
 from esmem.domain.types import Memory, MemoryInput, WriteResult
 from esmem.domain.validate import Limits, differences, document
 from esmem.errors import EngineError, IdTaken, InvalidInput, InvalidItem
 from esmem.index.catalog import Catalog, ScriptOp, Search
 from esmem.tracing import carried, span
 from esmem.values import iso
-
-MAX_QUERY_TERMS = 140  # the recall query repeats the terms in up to 7 clauses; the engine allows 1024 in all
-
-
-def candidates(resp: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
-    """Merge candidates from a `lookup` response."""
-    return [Candidate(h["_id"], h["_score"], h["_source"])
-            for h in resp["hits"]["hits"] if h["_id"] != exclude]
 
 
 class Writer:
@@ -49,8 +45,7 @@ class Writer:
         self.judge = judge  # optional (esmem/domain/merge_judge.py): decides supersede instead of the lexical rule
         self._known: dict[tuple[str, str], bool] = {}  # the judge's answers within one write
         self._novelty: Novelty | None = None  # within one long write, without a judge
-        self._mine: set[int] | None = set()  # sequence numbers this write used lately (None: not known)
-        self._clean: int | None = None  # every write up to this number is this one's or searchable (`_quiet`)
+        self._lone = LoneWriter()  # within one write: what its own sequence numbers prove
         self.merge = merge
         self.scorer = scorer
         self.limits = limits
@@ -75,41 +70,6 @@ class Writer:
             self.semantic.fill([d for _, d in docs])
         return docs
 
-    def _lookup_search(self, doc: Mapping[str, Any], after_seq_no: int | None = None) -> Search:
-        params = {"namespace": doc["namespace"], "query": truncate_query(doc["content"], MAX_QUERY_TERMS),
-                  "size": self.merge.candidates, "kinds": [doc["kind"]]}
-        if after_seq_no is not None:
-            params["after_seq_no"] = after_seq_no
-        return Search("lookup", params, routing=doc["namespace"])
-
-    def _lookups(self, doc: Mapping[str, Any], after_seq_no: int | None = None) -> list[Search]:
-        """The merge lookup of a document: BM25 (`lookup`), and with an embedder the kNN leg (`lookup_knn`)
-        that finds a paraphrased update sharing few words with what it replaces; `after_seq_no`: only
-        memories written after that sequence number (the settle step)."""
-        lexical = self._lookup_search(doc, after_seq_no)
-        if not (self.semantic and doc.get("embedding")):
-            return [lexical]
-        params = {"namespace": doc["namespace"], "vector": doc["embedding"], "size": self.merge.candidates,
-                  "kinds": [doc["kind"]]}
-        if after_seq_no is not None:
-            params["after_seq_no"] = after_seq_no
-        return [lexical, Search("lookup_knn", params, routing=doc["namespace"])]
-
-    @staticmethod
-    def _candidates(responses: Sequence[Mapping[str, Any]], exclude: str | None = None) -> list[Candidate]:
-        """The lookup legs' candidates, BM25's first; one only the kNN leg found has bm25 0. The kNN
-        leg's score is (1 + cosine) / 2 (cosine similarity, OpenSearch's lucene engine and
-        Elasticsearch alike): each candidate it found carries its cosine to the new memory, for the
-        reading of a reworded change (pairs.read). No responses: a look-up the write skipped."""
-        if not responses:
-            return []
-        out = {c.id: c for c in candidates(responses[0], exclude)}
-        for resp in responses[1:]:
-            for c in candidates(resp, exclude):
-                cosine = round(2 * c.bm25 - 1, 6)
-                out[c.id] = replace(out.get(c.id, replace(c, bm25=0.0)), cosine=cosine)
-        return list(out.values())
-
     def _decide(self, items: Sequence[tuple[Mapping[str, Any], list[Candidate]]]) -> list[Decision]:
         """merge.decide per (document, candidates); with a judge, its answers settle the pairs the reading
         left uncertain (asked once for the batch, checked before anything is written)."""
@@ -122,7 +82,10 @@ class Writer:
     def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
         """The merge candidates of a document: same namespace and kind, ranked by the `lookup` template
         (and the kNN leg's nearest with an embedder)."""
-        return self._candidates(self.catalog.msearch(self._lookups(doc), "merge lookup"), exclude)
+        return lookup.combined(self.catalog.msearch(self._lookups(doc), "merge lookup"), exclude)
+
+    def _lookups(self, doc: Mapping[str, Any], after_seq_no: int | None = None) -> list[Search]:
+        return lookup.searches(doc, self.merge, self.semantic is not None, after_seq_no)
 
     def write(self, items: Sequence[MemoryInput], *, dry_run: bool = False,
               batch_size: int = 200, progress: Callable[[int], None] | None = None) -> list[WriteResult]:
@@ -151,7 +114,7 @@ class Writer:
                progress: Callable[[int], None] | None) -> list[WriteResult]:
         with span("esmem.remember.validate"):
             pairs = self._prepare(items)
-        self._known, self._mine, self._clean = {}, set(), None
+        self._known, self._lone = {}, LoneWriter()
         self._novelty = Novelty(self.merge, {(d["namespace"], d["kind"]) for _, d in pairs},
                                 min(10 * batch_size + 100, 10_000), self.semantic is not None) \
             if self.merge.enabled and self.judge is None and len(pairs) > batch_size else None
@@ -162,25 +125,30 @@ class Writer:
                 if doc_id not in found:
                     self._explicit(d, doc_id)
         if not self.merge.enabled and not explicit and not dry_run:
-            return self._write_plain_all(pairs, batch_size, progress)
+            results = write_plain_all(pairs, batch_size, lambda batch: self._write_plain(batch, False), progress,
+                                      in_flight=1 if self.catalog.engine.asynchronous else 2)
+            self.catalog.refresh()  # one refresh, not one per batch
+            return results
         results: dict[int, WriteResult] = {}
         todo = list(range(len(pairs)))
         durable = 0  # every memory before this position is written
         # A batch's last step (refresh, settle) runs in a thread while the next batch is planned: that
         # step is the engine's, planning (tokens, the merge measure) the client's. The next batch
         # sends nothing before the step is over, so the engine sees the requests in the same order.
+        # Over an async client every request waits on the loop's thread: the step runs in line.
+        overlap = not self.catalog.engine.asynchronous
         with ThreadPoolExecutor(max_workers=1) as pool:
             finishing: Future[None] | None = None
             while todo:
-                batch = self._batch(pairs, todo, batch_size)
+                batch = next_batch(pairs, todo, batch_size, self.merge, self.semantic is not None)
                 if finishing:
                     finishing.result()
                 done, finish = self._write_batch([pairs[n] for n in batch], dry_run)
                 durable = self._took(pairs, batch, done, results, durable, progress)
                 ahead = 4 * batch_size  # a batch comes from the first `ahead` of todo (_batch)
                 todo = [n for n in todo[:ahead] if n not in results] + todo[ahead:]
-                finishing = pool.submit(carried(finish)) if finish and todo else None
-                if finish and not todo:  # the last batch (a single one starts no thread)
+                finishing = pool.submit(carried(finish)) if finish and todo and overlap else None
+                if finish and not finishing:  # the last batch (a single one starts no thread)
                     finish()
         if not self.merge.enabled and not dry_run:
             self.catalog.refresh()  # one refresh, not one per batch
@@ -207,68 +175,6 @@ class Writer:
             progress(durable - before)
         return durable
 
-    def _write_plain_all(self, pairs: list[tuple[str, dict[str, Any]]], batch_size: int,
-                         progress: Callable[[int], None] | None) -> list[WriteResult]:
-        """Without merge, batches are independent: two `_bulk` calls in flight, so the engine indexes one
-        while the client encodes the next. A batch that repeats an earlier id (its replay) waits
-        for every batch before it; `progress` counts batches in input order; one refresh at the end."""
-        results: list[WriteResult] = []
-        pending: deque[tuple[int, Future[list[WriteResult]]]] = deque()
-
-        def land() -> None:  # the oldest batch in flight; on an error, the other lands first
-            size, fut = pending.popleft()
-            try:
-                results.extend(fut.result())
-            except BaseException:
-                wait([f for _, f in pending])
-                raise
-            if progress:
-                progress(size)
-
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            seen: set[str] = set()
-            start = 0
-            while start < len(pairs):
-                batch = self._batch(pairs, range(start, len(pairs)), batch_size)
-                if any(pairs[n][0] in seen for n in batch):
-                    while pending:
-                        land()
-                seen.update(pairs[n][0] for n in batch)
-                while len(pending) >= 2:
-                    land()
-                pending.append((len(batch), pool.submit(self._write_plain, [pairs[n] for n in batch], False)))
-                start = batch[-1] + 1
-            while pending:
-                land()
-        self.catalog.refresh()  # one refresh, not one per batch
-        return results
-
-    def _batch(self, pairs: Sequence[tuple[str, Mapping[str, Any]]], todo: Sequence[int], batch_size: int) -> list[int]:
-        """The next batch: positions of `todo` (in input order, the first always in it) of which none could
-        merge with an earlier one, by the measure the decision uses; what could waits, and so does every
-        later memory that could merge with one waiting. Looks at most 4 x batch_size memories ahead."""
-        ids: set[str] = set()
-        looked_at: dict[tuple[str, str], Mergeable] = {}  # per group: the memories taken or waiting
-        batch: list[int] = []
-        for looked, n in enumerate(todo):
-            if len(batch) == batch_size or looked == 4 * batch_size:  # bounded: all alike is one at a time
-                break
-            doc_id, d = pairs[n]
-            if self.merge.enabled:
-                key = (d["namespace"], d["kind"])
-                group = looked_at.get(key) or looked_at.setdefault(
-                    key, Mergeable(d["kind"], self.merge, self.semantic is not None))
-                waits = doc_id in ids or group.any(d["content"])
-                group.add(d["content"])
-                if waits:
-                    ids.add(doc_id)
-                    continue
-            elif doc_id in ids:  # the same memory twice: the second is a replay of the first
-                break
-            ids.add(doc_id)
-            batch.append(n)
-        return batch
-
     # The write protocol of one batch (docs/concepts/guarantees.md):
     #   1. ids already stored are replays: their links are repaired, nothing else is written; ids
     #      that some memory names in `superseded_by` are writes cut after step 2: they resume;
@@ -293,11 +199,11 @@ class Writer:
         head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
         # One round trip for what the batch needs to know: writes absorbed as duplicates, retires
         # an interrupted run left behind, and the merge candidates of every memory up to the first replay.
-        searches = [self._restated_search(fresh, {d["namespace"] for i, d in pairs if i in fresh})] if fresh else []
+        searches = [replay.restated_search(fresh, {d["namespace"] for i, d in pairs if i in fresh})] if fresh else []
         legs: list[list[Search]] = []
         novelty, skipped = self._novelty, False
         if head:
-            searches.append(self._superseded_by_search([i for i, _ in head], {d["namespace"] for _, d in head}))
+            searches.append(replay.superseded_by_search([i for i, _ in head], {d["namespace"] for _, d in head}))
             if self.merge.enabled:
                 legs = [[] if novelty and novelty.skips(d) else self._lookups(d) for _, d in head]
                 skipped = any(not group for group in legs)
@@ -307,7 +213,7 @@ class Writer:
         # Every write numbered up to `seen` is in the look-ups below (read before the refresh): the settle
         # step then needs to look only at what was written after it (None: look at everything).
         # After a quiet settle step nothing was written since the last refresh: neither is needed.
-        clean, self._clean = self._clean, None
+        clean = self._lone.take_clean()
         if clean is None and self.merge.enabled and head:
             point = self.catalog.checkpoint()
             seen = point.seen if point else None
@@ -325,7 +231,7 @@ class Writer:
                 novelty.cover = seen
             else:
                 self._novelty = None
-        restated = self._restated_in(responses[0], fresh) if fresh else {}
+        restated = replay.restated_in(responses[0], fresh) if fresh else {}
         known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
         if known(pairs[0]):
             end = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
@@ -333,13 +239,13 @@ class Writer:
         batch = pairs[:next((n for n, pair in enumerate(pairs) if known(pair)), len(pairs))]  # a prefix of head
         in_batch = {i for i, _ in batch}
         resumed: dict[str, list[str]] = defaultdict(list)
-        for winner, loser in self._superseded_in(responses[1]):
+        for winner, loser in replay.superseded_in(responses[1]):
             if winner in in_batch:
                 resumed[winner].append(loser)
         if self.merge.enabled:
-            found_at = _groups(responses[2:], [len(g) for g in legs])
+            found_at = lookup.grouped(responses[2:], [len(g) for g in legs])
             with span("esmem.remember.decide", **{"esmem.memories": len(batch)}) as traced:
-                candidates = [(d, self._candidates(r, exclude=doc_id)) for (doc_id, d), r in zip(batch, found_at)]
+                candidates = [(d, lookup.combined(r, exclude=doc_id)) for (doc_id, d), r in zip(batch, found_at)]
                 decisions = self._decide(candidates)
                 traced.set_attribute("esmem.candidates", sum(len(c) for _, c in candidates))
                 for action in {dec.action for dec in decisions}:
@@ -362,7 +268,7 @@ class Writer:
             targeted |= ids_
         batch, decisions = [p for p, _ in keep], [d for _, d in keep]
         if dry_run:
-            return [(i, self._result(i, dec, dry_run=True, doc=d)) for (i, d), dec in zip(batch, decisions)], None
+            return [(i, outcomes.result(i, dec, dry_run=True, doc=d)) for (i, d), dec in zip(batch, decisions)], None
         done, finish = self._commit([(i, d, dec) for (i, d), dec in zip(batch, decisions)], resumed, settle_from)
         return list(zip([i for i, _ in batch], done)), finish
 
@@ -382,7 +288,7 @@ class Writer:
         the batch remains."""
         out = self.catalog.create(docs, refresh=refresh)
         for seq_no in out.seq_nos:
-            self._wrote(seq_no)
+            self._lone.wrote(seq_no)
         mine = dict(docs)
         existed = self.catalog.mget([(i, mine[i]["namespace"]) for i in sorted(out.existed)])
         taken = next(((i, differences(existed[i], mine[i]) if i in existed else []) for i in sorted(out.existed)
@@ -397,48 +303,18 @@ class Writer:
                               f"({out.errors[0]}); none of that batch was kept")
         return existed
 
-    def _existing(self, pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
-        """The documents already stored under these ids (a replay, a retry, a resumed import)."""
-        return self.catalog.mget([(i, d["namespace"]) for i, d in pairs])
-
-    @staticmethod
-    def _restated_search(ids: Sequence[str], namespaces: set[str]) -> Search:
-        return Search("restated", {"size": len(ids), "ids": list(ids), "namespaces": sorted(namespaces)})
-
-    @staticmethod
-    def _restated_in(resp: Mapping[str, Any], ids: Sequence[str]) -> dict[str, str]:
-        """Ids of earlier writes that were absorbed as duplicates -> the memory they reinforced."""
-        wanted, out = set(ids), {}
-        for h in resp["hits"]["hits"]:
-            by = h["_source"].get("restated_by") or []
-            for i in (by if isinstance(by, list) else [by]):
-                if i in wanted:
-                    out[i] = h["_id"]
-        return out
-
     def _replay(self, pairs: list[tuple[str, dict[str, Any]]], found: Mapping[str, dict[str, Any]],
                 restated: Mapping[str, str], dry_run: bool) -> list[WriteResult]:
         """Memories written before: the same results again, and their links repaired."""
         if not dry_run:
-            self._repair([(i, found[i]) for i, _ in pairs if i in found])
-        return [self._replayed(i, found[i], dry_run) if i in found else
+            self.scripted(replay.missing_links(self.catalog, [(i, found[i]) for i, _ in pairs if i in found]))
+        return [outcomes.replayed(i, found[i], dry_run) if i in found else
                 WriteResult("duplicate", restated[i], duplicate_of=restated[i], replayed=True, dry_run=dry_run)
                 for i, _ in pairs]
 
-    @staticmethod
-    def _replayed(doc_id: str, src: Mapping[str, Any], dry_run: bool) -> WriteResult:
-        action = src.get("written_as", "add")
-        sup = src.get("supersedes") or []
-        if action == "outdated":
-            return WriteResult("outdated", doc_id, outdated_by=src.get("superseded_by"), replayed=True, dry_run=dry_run)
-        if action in ("supersede", "explicit"):  # explicit: the caller named the predecessor
-            return WriteResult("superseded", doc_id, tuple(sup if isinstance(sup, list) else [sup]), replayed=True,
-                               dry_run=dry_run)
-        if action == "uncertain":
-            return WriteResult("uncertain", doc_id, possibly_updates=tuple(_listed(src.get("possibly_updates"))),
-                               possibly_updated_by=(_listed(src.get("possibly_updated_by")) or [None])[0],
-                               replayed=True, dry_run=dry_run)
-        return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
+    def _existing(self, pairs: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, dict[str, Any]]:
+        """The documents already stored under these ids (a replay, a retry, a resumed import)."""
+        return self.catalog.mget([(i, d["namespace"]) for i, d in pairs])
 
     def _commit(self, work: list[tuple[str, dict[str, Any], Decision]], resumed: Mapping[str, list[str]],
                 seen: int | None = None) -> tuple[list[WriteResult], Callable[[], None]]:
@@ -477,7 +353,7 @@ class Writer:
                 body.update(status="superseded", superseded_by=dec.targets[0].id,
                             invalid_at=dec.targets[0].source["valid_from"])
             elif dec.action == "uncertain" and not kept[doc_id]:
-                body.update(_uncertain_link(d, dec.targets[0]))
+                body.update(outcomes.uncertain_link(d, dec.targets[0]))
             docs.append((doc_id, body))
         creating = [(i, d) for i, d, _ in mems if i in final]
         existed: dict[str, dict[str, Any]] = {}
@@ -492,22 +368,22 @@ class Writer:
         for doc_id, d in creating:
             dec = final[doc_id]
             if doc_id in existed:
-                results[doc_id] = self._replayed(doc_id, existed[doc_id], False)
+                results[doc_id] = outcomes.replayed(doc_id, existed[doc_id], False)
             elif dec.action == "outdated":
                 self._link(d["namespace"], dec.targets[0].id, doc_id)
-                results[doc_id] = self._result(doc_id, dec)
+                results[doc_id] = outcomes.result(doc_id, dec)
             elif kept[doc_id]:
                 results[doc_id] = WriteResult("superseded", doc_id, tuple(kept[doc_id]), scores=dec.scores,
                                               replayed=bool(resumed.get(doc_id)))
             elif dec.action == "uncertain":
-                results[doc_id] = self._result(doc_id, dec, doc=d)
+                results[doc_id] = outcomes.result(doc_id, dec, doc=d)
             else:
                 results[doc_id] = WriteResult("added", doc_id, scores=dec.scores)
         restates = [ScriptOp(d["namespace"], dec.targets[0].id, "restate",
                      {"id": doc_id, "importance": d["importance"], "anchor_at": d["anchor_at"]}) for doc_id, d, dec in dups]
         for (doc_id, d, dec), ok in zip(dups, self.scripted(restates)):  # 5. duplicates, links, settle
             if ok:
-                results[doc_id] = self._result(doc_id, dec)
+                results[doc_id] = outcomes.result(doc_id, dec)
                 continue
             outcome = self._redecide(doc_id, d, [])  # its target moved on: decide again
             if isinstance(outcome, WriteResult):
@@ -530,7 +406,7 @@ class Writer:
         out: list[bool] = []
         for op, outcome in zip(ops, self.catalog.run_scripts(ops)):
             if outcome.get("result") == "updated":
-                self._wrote(outcome.get("_seq_no"))
+                self._lone.wrote(outcome.get("_seq_no"))
             if outcome.get("status") == 404:
                 out.append(False)
             elif outcome.get("error"):
@@ -562,7 +438,7 @@ class Writer:
                 target = dec.targets[0]
                 if self.scripted([ScriptOp(ns, target.id, "restate", {"id": doc_id, "importance": doc["importance"],
                                                                         "anchor_at": doc["anchor_at"]})])[0]:
-                    return self._result(doc_id, dec)
+                    return outcomes.result(doc_id, dec)
                 continue
             if dec.action in ("add", "outdated", "uncertain"):
                 return dec
@@ -573,41 +449,6 @@ class Writer:
                 return dec
         raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
 
-    @staticmethod
-    def _superseded_by_search(ids: Sequence[str], namespaces: set[str]) -> Search:
-        return Search("superseded_by", {"ids": list(ids), "namespaces": sorted(namespaces)})
-
-    @staticmethod
-    def _superseded_in(resp: Mapping[str, Any]) -> list[tuple[str, str]]:
-        """(winner, loser) for every memory retired in favour of one of the searched ids."""
-        return [(h["_source"]["superseded_by"], h["_id"]) for h in resp["hits"]["hits"]]
-
-    def _superseded_by(self, ids: Sequence[str], namespaces: set[str]) -> list[tuple[str, str]]:
-        if not ids:
-            return []
-        self.catalog.refresh()
-        return self._superseded_in(self.catalog.search(self._superseded_by_search(ids, namespaces)))
-
-    def _repair(self, done: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-        """Make the links of memories written before symmetric again (a cut between a retire and
-        its link leaves `superseded_by` without the matching `supersedes` entry)."""
-        if not done:
-            return
-        need: set[tuple[str, str, str]] = set()  # (namespace, winner, loser)
-        src_of = dict(done)
-        for doc_id, src in done:
-            if src.get("superseded_by"):
-                need.add((src["namespace"], src["superseded_by"], doc_id))
-        for winner, loser in self._superseded_by(list(src_of), {src["namespace"] for src in src_of.values()}):
-            need.add((src_of[winner]["namespace"], winner, loser))
-        missing = []
-        if need:
-            winners = sorted({(ns, w) for ns, w, _ in need})
-            links = {w: src.get("supersedes") or [] for w, src in self.catalog.mget([(w, ns) for ns, w in winners]).items()}
-            missing = [(ns, w, l) for ns, w, l in sorted(need) if w in links
-                       and l not in (links[w] if isinstance(links[w], list) else [links[w]])]
-        self.scripted([ScriptOp(ns, w, "link", {"loser": l}) for ns, w, l in missing])
-
     def _settle(self, written: list[tuple[str, dict[str, Any]]], seen: int | None = None) -> None:
         """Concurrent writers can each add the same topic before seeing the other's write. Look
         again now that the writes are searchable: of two active same-topic memories the newer by
@@ -615,13 +456,15 @@ class Writer:
         A twin the decision did not see was written after `seen` (the global checkpoint read before
         the decision's look-up), so only memories written since are looked at: a small set, where
         the first look-up scored the whole namespace."""
-        written = self._may_have_twins(written, seen)
+        if self.judge is None and seen is not None and written:
+            written = [] if self._lone.quiet(self.catalog, seen) else \
+                may_have_twins(self.catalog, self.merge, self.semantic is not None, written, seen)
         if not written:
             return
         legs = [self._lookups(d, seen) for _, d in written]
-        found_at = _groups(self.catalog.msearch([s for group in legs for s in group], "merge lookup"),
+        found_at = lookup.grouped(self.catalog.msearch([s for group in legs for s in group], "merge lookup"),
                            [len(g) for g in legs])
-        pairs = [(doc_id, d, c) for (doc_id, d), r in zip(written, found_at) for c in self._candidates(r, exclude=doc_id)]
+        pairs = [(doc_id, d, c) for (doc_id, d), r in zip(written, found_at) for c in lookup.combined(r, exclude=doc_id)]
         # each twin on its own: a memory may have several (three writers wrote one topic at once)
         for (doc_id, d, twin), dec in zip(pairs, self._decide([(d, [c]) for _, d, c in pairs])):
             if dec.action not in ("supersede", "duplicate", "outdated"):
@@ -630,53 +473,6 @@ class Writer:
             theirs = (twin.source["valid_from"], twin.source.get("recorded_at", ""), twin.id)
             winner, loser = (doc_id, twin.id) if mine > theirs else (twin.id, doc_id)
             self._retire(d["namespace"], loser, winner)
-
-    def _may_have_twins(self, written: list[tuple[str, dict[str, Any]]],
-                        seen: int | None) -> list[tuple[str, dict[str, Any]]]:
-        """The written memories whose settle look-up could find a twin. Without a judge a twin is a
-        same-kind memory written since `seen` that `merge.could_merge` accepts, so one read of those rules
-        out the rest and their look-ups are skipped, with the same outcome. A full page: look everything up."""
-        if self.judge is not None or seen is None or not written:
-            return written
-        if self._quiet(seen):
-            return []
-        size = min(10 * len(written) + 100, 10_000)
-        hits = self.catalog.search(Search("written_since", {  # without the batch's own: no two of them could merge
-            "namespaces": sorted({d["namespace"] for _, d in written}), "after_seq_no": seen, "size": size,
-            "exclude": [doc_id for doc_id, _ in written]}))["hits"]["hits"]
-        if len(hits) >= size:
-            return written
-        since: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
-        for h in hits:
-            since[(h["_source"]["namespace"], h["_source"]["kind"])].append((h["_id"], h["_source"]["content"]))
-        return [(doc_id, d) for doc_id, d in written if any(
-            other != doc_id and could_merge(d["content"], content, d["kind"], self.merge, self.semantic is not None)
-            for other, content in since[(d["namespace"], d["kind"])])]
-
-    def _wrote(self, seq_no: int | None) -> None:
-        """A sequence number this write used (None: the engine did not say, e.g. `update_by_query`)."""
-        if self._mine is not None:
-            if seq_no is None:
-                self._mine = None
-            else:
-                self._mine.add(seq_no)
-
-    def _quiet(self, since: int) -> bool:
-        """After this write's refresh: was every write numbered after `since` one of this write's own?
-        Then no other writer added a twin, and the settle read is skipped (one search per batch).
-        The answer also tells the next batch that everything written so far is searchable (`_clean`),
-        so its look-ups need no checkpoint read or refresh of their own. `since` never decreases
-        over a write, so older numbers are dropped."""
-        if self._mine is None:
-            return False
-        self._mine = {n for n in self._mine if n > since}
-        point = self.catalog.checkpoint()
-        if point is None or point.last is None or point.seen != point.last:
-            return False
-        if sum(1 for n in self._mine if n <= point.last) != point.last - since:
-            return False
-        self._clean = point.last
-        return True
 
     def _retire(self, namespace: str, loser: str, winner: str) -> None:
         """Mark `loser` superseded by `winner` (atomic: only if still active) and link it from the winner."""
@@ -702,24 +498,6 @@ class Writer:
             raise InvalidInput(f"supersedes={target!r}: no active memory with that id in {doc['namespace']!r}")
         return Decision("supersede", (Candidate(target, 0.0, got["_source"]),))
 
-    @staticmethod
-    def _result(doc_id: str, dec: Decision, dry_run: bool = False, doc: Mapping[str, Any] | None = None) -> WriteResult:
-        if dec.action == "duplicate":
-            return WriteResult("duplicate", dec.targets[0].id, duplicate_of=dec.targets[0].id,
-                               scores=dec.scores, dry_run=dry_run)
-        if dec.action == "supersede":
-            return WriteResult("superseded", doc_id, tuple(t.id for t in dec.targets), scores=dec.scores,
-                               dry_run=dry_run)
-        if dec.action == "outdated":
-            return WriteResult("outdated", doc_id, outdated_by=dec.targets[0].id, scores=dec.scores,
-                               dry_run=dry_run)
-        if dec.action == "uncertain":
-            link = _uncertain_link(doc, dec.targets[0]) if doc is not None else {}
-            return WriteResult("uncertain", doc_id, possibly_updates=tuple(link.get("possibly_updates", ())),
-                               possibly_updated_by=(link.get("possibly_updated_by") or [None])[0],
-                               scores=dec.scores, dry_run=dry_run)
-        return WriteResult("added", doc_id, scores=dec.scores, dry_run=dry_run)
-
     def restore(self, old: Memory, successor: Memory | None, *, retire_successor: bool = True) -> None:
         """Undo a merge: reactivate a superseded memory; its successor is retired (or kept active
         with its `supersedes` link dropped when `retire_successor=False`)."""
@@ -734,25 +512,3 @@ class Writer:
                                         {"supersedes": [s for s in successor.supersedes if s != old.id] or None})
         self.catalog.set_fields(ns, old.id, {"status": "active", "superseded_by": None, "invalid_at": None})
 
-
-def _uncertain_link(doc: Mapping[str, Any], target: Candidate) -> dict[str, list[str]]:
-    """The link an uncertain memory records on itself: the older memory it may update or, arriving
-    late, the newer one that may update it. It is written with the memory (one create: no link can be
-    lost to a cut), so the newer of the pair carries it when written second and the older otherwise."""
-    if str(target.source.get("valid_from", "")) > doc["valid_from"]:
-        return {"possibly_updated_by": [target.id]}
-    return {"possibly_updates": [target.id]}
-
-
-def _listed(value: Any) -> list[str]:
-    """A keyword field as a list (the engine returns one value unwrapped when it was written so)."""
-    return [] if value is None else list(value) if isinstance(value, list) else [value]
-
-
-def _groups(items: Sequence[Any], sizes: Sequence[int]) -> list[list[Any]]:
-    """`items` cut into consecutive groups of `sizes` (the legs of each document's lookup)."""
-    out, at = [], 0
-    for n in sizes:
-        out.append(list(items[at:at + n]))
-        at += n
-    return out

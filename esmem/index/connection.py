@@ -176,14 +176,13 @@ class ConnectionConfig:
                           "can read your credentials and memories. Use ESMEM_CA_CERTS or ESMEM_SSL_FINGERPRINT.",
                           InsecureTLSWarning, stacklevel=3)
 
-    def opensearch_client(self) -> Any:
-        """An opensearch-py client with these options."""
-        from opensearchpy import OpenSearch
-
+    def opensearch_client(self, asynchronous: bool = False) -> Any:
+        """An opensearch-py client with these options (`asynchronous`: its `AsyncOpenSearch`)."""
         if self.cloud_id:
             raise ConfigError("an Elastic Cloud ID points at Elasticsearch, not OpenSearch")
         self._warn_insecure()
-        kw: dict[str, Any] = {"timeout": self.timeout, "http_compress": False, "pool_maxsize": 32,
+        kw: dict[str, Any] = {"timeout": self.timeout, "http_compress": False,
+                              "maxsize" if asynchronous else "pool_maxsize": 32,
                               "ssl_show_warn": False, "serializer": _orjson_serializer()}
         headers: dict[str, str] = {}
         if self.username:
@@ -193,7 +192,7 @@ class ConnectionConfig:
         elif self.bearer_token:
             headers["authorization"] = f"Bearer {self.bearer_token}"
         elif self.aws_region:
-            kw["http_auth"] = self._sigv4()
+            kw["http_auth"] = self._sigv4(asynchronous)
         if headers:
             kw["headers"] = headers
         if self.url and self.url.startswith("https"):
@@ -208,12 +207,21 @@ class ConnectionConfig:
                 kw["ca_certs"] = self.ca_certs
             if self.client_cert:
                 kw.update(client_cert=self.client_cert, client_key=self.client_key)
+        if asynchronous:
+            try:
+                from opensearchpy import AsyncOpenSearch
+            except ImportError:
+                raise ConfigError("the async store needs aiohttp: pip install 'esmem[async]'") from None
+            return AsyncOpenSearch([self.url], **kw)
+        from opensearchpy import OpenSearch
+
         return OpenSearch([self.url], **kw)
 
-    def elasticsearch_client(self) -> Any:
-        """An elasticsearch-py client with these options (its transport's default serializer: orjson
-        is not wired in here, since no Elasticsearch engine can run these tests)."""
-        from elasticsearch import Elasticsearch
+    def elasticsearch_client(self, asynchronous: bool = False) -> Any:
+        """An elasticsearch-py client with these options (`asynchronous`: its `AsyncElasticsearch`; the
+        transport's default serializer: orjson is not wired in here, since no Elasticsearch engine can
+        run these tests)."""
+        from elasticsearch import AsyncElasticsearch, Elasticsearch
 
         if self.aws_region:
             raise ConfigError("SigV4 (ESMEM_AWS_REGION) is for Amazon OpenSearch Service, not Elasticsearch")
@@ -240,7 +248,7 @@ class ConnectionConfig:
                 kw["ca_certs"] = self.ca_certs
             if self.client_cert:
                 kw.update(client_cert=self.client_cert, client_key=self.client_key)
-        return Elasticsearch(**kw)
+        return AsyncElasticsearch(**kw) if asynchronous else Elasticsearch(**kw)
 
     def _fingerprint(self) -> str:
         fp = (self.ssl_fingerprint or "").replace(":", "").strip().lower()
@@ -248,17 +256,18 @@ class ConnectionConfig:
             raise ConfigError("ESMEM_SSL_FINGERPRINT must be the SHA-256 of the certificate (64 hex digits)")
         return fp
 
-    def _sigv4(self) -> Any:
+    def _sigv4(self, asynchronous: bool = False) -> Any:
         try:
             import boto3
         except ImportError:
             raise ConfigError("SigV4 needs boto3 for AWS credentials: pip install 'esmem[aws]'") from None
-        from opensearchpy import Urllib3AWSV4SignerAuth
+        from opensearchpy import AWSV4SignerAsyncAuth, Urllib3AWSV4SignerAuth
 
         credentials = boto3.Session().get_credentials()
         if credentials is None:
             raise ConfigError("SigV4: no AWS credentials found (environment, ~/.aws or an instance role)")
-        return Urllib3AWSV4SignerAuth(credentials, self.aws_region, self.aws_service)
+        signer = AWSV4SignerAsyncAuth if asynchronous else Urllib3AWSV4SignerAuth
+        return signer(credentials, self.aws_region or "", self.aws_service)
 
 
 def _orjson_serializer() -> Any:

@@ -17,8 +17,8 @@ import orjson
 
 from esmem.index.connection import ConnectionConfig, redact_text
 from esmem.tracing import span
-from esmem.errors import (AuthenticationFailed, EngineError, EngineUnavailable, InvalidParameter, NotFound, TLSFailure,
-                          UnsupportedEngine, VersionConflict)
+from esmem.errors import (AsyncOnly, AuthenticationFailed, EngineError, EngineUnavailable, InvalidParameter, NotFound,
+                          TLSFailure, UnsupportedEngine, VersionConflict)
 
 # The clients log every 404 as a warning; esmem maps errors itself (NotFound is often expected).
 for _name in ("opensearch", "elastic_transport.transport"):
@@ -89,8 +89,9 @@ class Engine:
     """A connected cluster: `request()` plus the few typed calls esmem needs."""
 
     def __init__(self, target: "str | ConnectionConfig", *, timeout: float | None = None,
-                 recorder: Recorder | None = None):
-        """`target`: a URL (userinfo allowed) or a ConnectionConfig (e.g. `ConnectionConfig.from_env()`)."""
+                 recorder: Recorder | None = None, asynchronous: bool = False):
+        """`target`: a URL (userinfo allowed) or a ConnectionConfig (e.g. `ConnectionConfig.from_env()`).
+        `asynchronous`: over the family's async client, for `AsyncMemoryStore` (esmem/index/bridge.py)."""
         config = target if isinstance(target, ConnectionConfig) else ConnectionConfig(url=target)
         if timeout is not None:
             config = replace(config, timeout=timeout)
@@ -99,12 +100,14 @@ class Engine:
         self.recorder = recorder
         # Elastic Cloud IDs only mean Elasticsearch; otherwise opensearch-py asks first (it does not refuse
         # Elasticsearch the way elasticsearch-py refuses OpenSearch), then the family's own client takes over.
-        self._attach(config.elasticsearch_client() if config.cloud_id else config.opensearch_client())
+        self._attach(config.elasticsearch_client(asynchronous) if config.cloud_id
+                     else config.opensearch_client(asynchronous))
         self._info: EngineInfo | None = None
 
     @classmethod
     def from_client(cls, client: Any, *, recorder: Recorder | None = None) -> "Engine":
-        """Use a caller's configured `OpenSearch` or `Elasticsearch` client as is (auth, TLS, retries)."""
+        """Use a caller's configured client as is (auth, TLS, retries): `OpenSearch` or `Elasticsearch`,
+        or for `AsyncMemoryStore` `AsyncOpenSearch` or `AsyncElasticsearch`."""
         self = cls.__new__(cls)
         self.config = None
         self.recorder = recorder
@@ -120,8 +123,8 @@ class Engine:
         if self._info is None:
             info = self._detect()
             if info.family == "elasticsearch" and self._send == self._send_opensearch and self.config:
-                self._client.close()
-                self._attach(self.config.elasticsearch_client())
+                self.close()
+                self._attach(self.config.elasticsearch_client(self.asynchronous))
             self._info = info
         return self._info
 
@@ -129,13 +132,19 @@ class Engine:
         from opensearchpy import OpenSearch
 
         self._client = client
-        if isinstance(client, OpenSearch):
+        self.asynchronous = _is_async(client)
+        if self.asynchronous:
+            from esmem.index.bridge import wait
+
+            self._wait = wait
+        if isinstance(client, OpenSearch) or self.asynchronous and type(client).__module__.startswith("opensearchpy"):
             self._send = self._send_opensearch
             return
-        from elasticsearch import Elasticsearch
+        from elasticsearch import AsyncElasticsearch, Elasticsearch
 
-        if not isinstance(client, Elasticsearch):
-            raise TypeError(f"expected an opensearchpy.OpenSearch or elasticsearch.Elasticsearch client, got {type(client)}")
+        if not isinstance(client, (Elasticsearch, AsyncElasticsearch)):
+            raise TypeError(f"expected an opensearchpy.OpenSearch or elasticsearch.Elasticsearch client (or its "
+                            f"async one), got {type(client)}")
         self._send = self._send_elasticsearch
 
     def _detect(self) -> EngineInfo:
@@ -159,8 +168,8 @@ class Engine:
     # -- transport ---------------------------------------------------------------------------
     def _send_opensearch(self, method: str, path: str, body: Any, params: dict | None, headers: dict) -> Any:
         # opensearch-py: `params` are URL parameters; request bodies (template params too) go in `body`.
-        return self._client.transport.perform_request(method, path, params=params or None, body=body,
-                                                      headers=headers)
+        out = self._client.transport.perform_request(method, path, params=params or None, body=body, headers=headers)
+        return self._wait(out) if self.asynchronous else out
 
     def _send_elasticsearch(self, method: str, path: str, body: Any, params: dict | None, headers: dict) -> Any:
         if params:
@@ -168,7 +177,7 @@ class Engine:
 
             path = f"{path}?{urlencode({k: _param(v) for k, v in params.items()})}"
         resp = self._client.perform_request(method, path, body=body, headers=headers)
-        return resp.body
+        return (self._wait(resp) if self.asynchronous else resp).body
 
     def request(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
         """Send one REST call; map client errors onto esmem's error types."""
@@ -189,6 +198,8 @@ class Engine:
             headers["content-type"] = "application/json"
         try:
             return self._send(method, path, body, params, headers)
+        except AsyncOnly:
+            raise
         except Exception as e:  # both clients: map by status code / connection failure
             mapped = _map_error(e, method, path, self)
             mapped.cause = self.redact(f"{type(e).__name__}: {e}")
@@ -207,7 +218,22 @@ class Engine:
         return self.request("GET", "/_cluster/health")
 
     def close(self) -> None:
-        self._client.close()
+        closing = self._client.close()
+        if self.asynchronous:
+            self._wait(closing)
+
+
+def _is_async(client: Any) -> bool:
+    """Whether a client is one of the async ones (`AsyncOpenSearch`, `AsyncElasticsearch`)."""
+    from elasticsearch import AsyncElasticsearch
+
+    if isinstance(client, AsyncElasticsearch):
+        return True
+    try:
+        from opensearchpy import AsyncOpenSearch
+    except ImportError:  # its async client needs aiohttp (esmem[async]): no client of the caller's is one
+        return False
+    return isinstance(client, AsyncOpenSearch)
 
 
 def _param(v: Any) -> str:

@@ -1,0 +1,52 @@
+"""Async I/O under esmem's one implementation of the logic, the way SQLAlchemy's asyncio extension does it.
+
+`run(fn, ...)` calls the ordinary (sync) code of the store in a greenlet; where that code sends a
+request through an engine over an async client, `wait(awaitable)` switches back to the event loop,
+which awaits the request and switches its answer (or error) back in. So the logic is written once and
+the loop is never blocked on I/O: no thread, no copy of the write or recall path. Only code run by
+`run` may wait on an async client; anything else gets `AsyncOnly`.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Any, Awaitable, Callable, TypeVar
+
+import greenlet  # type: ignore[import-untyped]
+
+from esmem.errors import AsyncOnly
+
+T = TypeVar("T")
+
+
+class _Bridged(greenlet.greenlet):  # type: ignore[misc]
+    """The greenlet of one async call: `driver` is the loop's side, to switch awaitables to."""
+
+    def __init__(self, fn: Callable[..., Any], driver: greenlet.greenlet):
+        super().__init__(fn, driver)
+        self.driver = driver
+        self.gr_context = driver.gr_context  # the caller's context variables (tracing spans) carry on
+
+
+def wait(awaitable: Awaitable[T]) -> T:
+    """The result of `awaitable`, from sync code that `run` is running (the loop awaits it)."""
+    current = greenlet.getcurrent()
+    if not isinstance(current, _Bridged):
+        close = getattr(awaitable, "close", None)
+        if close:
+            close()  # never awaited: no "coroutine was never awaited" warning
+        raise AsyncOnly("an engine over an async client is used outside an async store's call")
+    return current.driver.switch(awaitable)  # type: ignore[no-any-return]
+
+
+async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Call `fn(*args, **kwargs)` (sync code) so that its `wait`s are awaited on the running loop."""
+    bridged = _Bridged(fn, greenlet.getcurrent())
+    step = bridged.switch(*args, **kwargs)
+    while not bridged.dead:
+        try:
+            value = await step
+        except BaseException:  # the request's error is raised where the sync code waited
+            step = bridged.throw(*sys.exc_info())
+        else:
+            step = bridged.switch(value)
+    return step  # type: ignore[no-any-return]

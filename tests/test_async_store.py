@@ -1,0 +1,109 @@
+"""AsyncMemoryStore: MemoryStore's behaviour on an event loop, its requests awaited, never in a thread.
+
+The contract suite runs on both stores (tests/conftest.py `face`); these tests check what only the
+async store has: the loop stays free while it waits on the engine, concurrent calls interleave, its
+methods are MemoryStore's, and `connect` reads the environment as MemoryStore.connect does.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+
+import pytest
+
+from esmem import AsyncMemoryStore, MemoryInput, MemoryStore
+from esmem.errors import AsyncOnly, InvalidInput
+from esmem.index.bridge import run
+from esmem.index.engine import Engine
+
+
+def test_every_public_method_of_the_store_is_an_async_method_with_the_same_parameters() -> None:
+    sync_only = {"connect", "alias"}  # connect: an async context manager; alias: a property that reads
+    for name, method in inspect.getmembers(MemoryStore, inspect.isfunction):
+        if name.startswith("_") or name in sync_only:
+            continue
+        twin = getattr(AsyncMemoryStore, name, None)
+        assert inspect.iscoroutinefunction(twin), name
+        assert list(inspect.signature(twin).parameters.values()) == \
+            list(inspect.signature(method).parameters.values()), name
+
+
+def test_the_async_store_refuses_a_sync_engine_and_the_bridge_refuses_a_call_outside_it(engine, installed) -> None:
+    with pytest.raises(InvalidInput, match="async client"):
+        AsyncMemoryStore(engine, installed)
+    with pytest.raises(AsyncOnly):
+        Engine(engine.config, asynchronous=True).request("GET", "/")
+
+
+def test_the_loop_stays_free_while_writes_and_recalls_wait_on_the_engine(engine, installed) -> None:
+    """A ticker on the same loop keeps ticking through a multi-batch write and 20 concurrent recalls,
+    every request sent from the loop's own thread (no worker thread), with the sync store's outcomes."""
+    texts = [f"Service {i} deploys on weekday {i % 5} from branch release-{i}" for i in range(240)]
+
+    async def main() -> tuple[int, list, list, set]:
+        ticks, threads = 0, set()
+        done = asyncio.Event()
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while not done.is_set():
+                ticks += 1
+                await asyncio.sleep(0)
+
+        given = Engine(engine.config, asynchronous=True)
+        async with AsyncMemoryStore.connect(given, installed) as store:
+            real = given._send
+
+            def send(*args):  # every request of the async store: from which thread
+                threads.add(threading.get_ident())
+                return real(*args)
+
+            given._send = send
+            tick = asyncio.create_task(ticker())
+            written = await store.remember_many([MemoryInput(t, "async") for t in texts], batch_size=50)
+            found = await asyncio.gather(*(store.recall(f"release-{i}", "async", 3, touch=False) for i in range(20)))
+            done.set()
+            await tick
+        await run(given.close)  # a given engine stays open after `connect`
+        return ticks, written, found, threads
+
+    ticks, written, found, threads = asyncio.run(main())
+    assert threads == {threading.get_ident()}
+    assert ticks > 20  # the loop ran other work while requests were in flight
+    same = MemoryStore(engine, installed).remember_many([MemoryInput(t, "sync") for t in texts], batch_size=50)
+    assert [r.action for r in written] == [r.action for r in same]
+    assert all(res.items and {r.memory.namespace for r in res.items} == {"async"} for res in found)
+
+
+def test_connect_reads_the_environment_and_closes_the_engine_it_opened(engine, installed, monkeypatch) -> None:
+    monkeypatch.setenv("ESMEM_URL", engine.config.url)
+
+    async def main() -> tuple[str, int, Engine]:
+        async with AsyncMemoryStore.connect(prefix=installed) as store:
+            r = await store.remember("The backup runs nightly at 02:00.", "env", kind="fact")
+            return r.action, await store.count("env"), store.engine
+
+    action, count, opened = asyncio.run(main())
+    assert (action, count) == ("added", 1)
+    assert opened._client.transport.connection_pool.connections[0].session is None  # closed (it had one)
+
+
+def test_the_langgraph_store_awaits_an_async_store_and_refuses_its_sync_calls(engine, installed) -> None:
+    pytest.importorskip("langgraph.store.base")
+    from esmem.apps.langgraph_store import EsmemStore
+    from esmem.errors import Unsupported
+
+    async def main() -> tuple[dict, list[str]]:
+        async with AsyncMemoryStore.connect(engine.config.url, installed) as store:
+            memories = EsmemStore(store)
+            await memories.aput(("users", "u1"), "diet", {"content": "Prefers vegetarian food at team dinners"})
+            item = await memories.aget(("users", "u1"), "diet")
+            found = await memories.asearch(("users", "u1"), query="vegetarian dinner")
+            with pytest.raises(Unsupported, match="async methods"):
+                memories.get(("users", "u1"), "diet")
+            return item.value, [f.key for f in found]
+
+    value, keys = asyncio.run(main())
+    assert value["content"] == "Prefers vegetarian food at team dinners" and keys == ["diet"]
+    assert MemoryStore(engine, installed).count("users:u1") == 1
