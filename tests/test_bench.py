@@ -212,3 +212,17 @@ def test_cli_skip_naive_leaves_out_path_d_and_its_target(engine: Engine, install
     table = _bench(engine, installed, "--sizes", "200", "--namespaces", "4", "--queries", "4",
                    "--merge-sample", "20", "--skip-naive")
     assert table.exit_code == 0 and "naive fetch-all" not in table.stdout
+
+
+def test_cli_inspector_reports_each_page_and_leaves_the_prefix_alone(engine: Engine, installed: str) -> None:
+    mine = MemoryStore(engine, installed)
+    mine.remember("my own memory: the report is due on Friday", "me", importance=5)
+    res = _bench(engine, installed, "--inspector", "--sizes", "300", "--queries", "6", "--json")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["size"] == 300 and set(report["pages"]) == {"list", "filtered", "next page", "playground"}
+    for name, p in report["pages"].items():
+        assert p["n"] == (5 if name == "next page" else 6) and 0 < p["p50"] <= p["p95"] <= p["p99"], name
+    assert report["target"]["met"] in (True, False)
+    assert engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"}) == []
+    assert mine.count("me") == 1 and check(engine, installed) == []

@@ -110,6 +110,40 @@ def test_a_cancellation_word_inside_a_longer_phrase_is_not_a_cancellation() -> N
     assert read("周六的读书会。", "周六的读书会停了。", "event").verdict == "replaces"
 
 
+def test_a_retraction_replaces_unless_it_names_something_the_old_text_does_not() -> None:
+    assert read("The user smokes about half a pack a day.", "The user quit smoking in January.", "fact").verdict == "replaces"
+    assert read("Every commit must be signed with GPG.", "Commits no longer need to be GPG-signed.", "rule").verdict == "replaces"
+    assert read("每个 commit 都必须 GPG 签名。", "commit 不再强制要求 GPG 签名。", "rule").verdict == "replaces"
+    assert read("I like getting a daily summary email.", "Please stop the daily summary emails.", "preference").verdict == "replaces"
+    # another drink is retracted, not the coffee
+    assert read("I drink two cups of coffee a day.", "I no longer drink soda.", "preference").verdict == "uncertain"
+
+
+def test_an_occasion_told_with_another_time_is_moved_a_happening_with_another_date_may_be_another() -> None:
+    assert read("The sprint demo is on Thursday at 2pm.", "The sprint demo is on Friday at 11am.", "event").verdict == "replaces"
+    assert read("迭代评审会定在周四下午两点。", "迭代评审会定在周五上午十一点。", "event").verdict == "replaces"
+    assert read("Went hiking with Anna on Saturday.", "Went hiking with Anna on Sunday.", "event").verdict == "uncertain"
+
+
+def test_a_role_of_one_holder_takes_a_new_holder_a_shared_role_does_not() -> None:
+    r = read("Marco is the tech lead of the search team.", "Aisha is the tech lead of the search team.", "fact")
+    assert r.verdict == "replaces"
+    assert read("Marco is a member of the search team.", "Aisha is a member of the search team.", "fact").verdict == "coexists"
+    assert read("Marco is the tech lead of the search team.", "Aisha is the tech lead of the infra team.",
+                "fact").verdict == "coexists"
+
+
+def test_how_strongly_a_rule_binds_and_why_it_holds_are_not_what_it_is_about() -> None:
+    r = read("每晚的 ETL 任务要在早上6点前跑完。", "每晚的ETL任务必须在凌晨4点半之前跑完，这样早会之前看到的报表都是最新的。", "rule")
+    assert r.verdict == "replaces" and r.why == "a time, date or amount changed"
+    assert read("孩子每天玩手机不超过30分钟。", "孩子每天玩手机不超过1小时。", "rule").verdict == "replaces"
+
+
+def test_a_change_cue_reaches_a_topic_told_in_fewer_shared_characters() -> None:
+    # 婆婆 and 医保 are two words shared, written in four characters (three distinct)
+    assert read("婆婆的医保在老家参保。", "婆婆的医保已经转到上海了。", "fact").verdict == "replaces"
+
+
 def test_a_judge_settles_only_the_uncertain_pairs() -> None:
     old, new = OLD_PLAN, NEW_PLAN
     policy = MergePolicy()

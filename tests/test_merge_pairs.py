@@ -53,10 +53,13 @@ def test_decisions_come_from_the_engines_write_path(engine) -> None:
                   "Deploys to production only happen on Fridays!", "rule", "update"),  # a restatement: duplicate
              Pair("My laptop is a ThinkPad X1.", "My work phone is a Pixel 8.", "fact", "different"),
              Pair("I am allergic to penicillin.", "I am allergic to shellfish as well.", "fact", "different")]
+    def scratch() -> set[str]:
+        return {r["index"] for r in engine.request("GET", "/_cat/indices/esmem-pairs-*", params={"format": "json"})}
+    before = scratch()  # other runs on a shared engine may hold theirs
     scored = score_pairs(engine, pairs)
     assert [s.action for s in scored] == ["duplicate", "added", "added"]
     assert scored[2].why.startswith("coexists: an additive cue") and all(s.cosine is None for s in scored)
-    assert not [r for r in engine.request("GET", "/_cat/indices/esmem-pairs-*", params={"format": "json"})]
+    assert not scratch() - before  # its scratch index is gone
 
 
 def test_with_an_embedder_each_pair_has_its_own_cosine(engine) -> None:
@@ -76,7 +79,7 @@ def test_with_an_embedder_a_reworded_change_replaces_and_a_cue_about_another_thi
              Pair("The user lives in Denver.", "The user's brother just moved to Phoenix.", "fact", "different"),
              Pair("I drink two cups of coffee a day.", "I no longer drink soda.", "preference", "different")]
     lexical, semantic = score_pairs(engine, pairs), score_pairs(engine, pairs, minilm())
-    assert [s.action for s in lexical] == ["uncertain", "added", "added", "uncertain"]
+    assert [s.action for s in lexical] == ["superseded", "added", "added", "uncertain"]
     assert [s.action for s in semantic] == ["superseded", "superseded", "added", "uncertain"]
     assert "the same meaning in other words" in semantic[1].why
     assert min(semantic[0].cosine, semantic[1].cosine) >= MergePolicy().same_meaning > semantic[3].cosine

@@ -130,6 +130,7 @@ def fusion_keys() -> None:
     _table(Fusion, FUSION)
 
 
+TO_JSON = re.compile(r"\{\{#toJson\}\}\s*(\w+)")  # a parameter written as JSON
 MUSTACHE_NAME = re.compile(r"\{\{[#^/]?\s*([A-Za-z_][\w.]*)\s*\}\}")
 
 
@@ -141,7 +142,8 @@ def template_parameters() -> None:
     for path in sorted((assets_root() / "templates" / "search").glob("*.mustache.j2")):
         stem = path.name.removesuffix(".mustache.j2")
         source = render(f"templates/search/{path.name}", variables, shared=frozenset(variables))
-        names = sorted({n.split(".")[0] for n in MUSTACHE_NAME.findall(source)} - {"toJson", "join", "url"})
+        names = sorted(({n.split(".")[0] for n in MUSTACHE_NAME.findall(source)} | set(TO_JSON.findall(source)))
+                       - {"toJson", "join", "url"})
         note = " (with an embedder)" if stem in SEMANTIC_ONLY else ""
         cog.outl(f"| `esmem-{stem}`{note} | {', '.join(f'`{n}`' for n in names)} |")
 

@@ -11,25 +11,16 @@ from __future__ import annotations
 
 import argparse
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from esmem.apps.plots import AGES_DAYS, decay_curves
 from esmem.domain.fusion import MODES
 from esmem.domain.policy import DecayPolicy, load_policy
-from esmem.domain.ranking import RecallParams, fuse, recency
-from esmem.values import KINDS
+from esmem.domain.ranking import RecallParams, fuse
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
-AGES_DAYS = [d / 2 for d in range(0, 2 * 366)]  # one year, half-day steps
 RELS = [r / 10 for r in range(0, 301)]           # BM25 relevance 0..30
 RECENCIES = (1.0, 0.5, 0.1)
 IMPORTANCE = 5.0
-
-
-def decay_curves(params: RecallParams) -> dict[str, list[float]]:
-    """Recency of a memory of each kind at each age of AGES_DAYS (1.0 throughout: it never decays)."""
-    return {kind: [recency({"kind": kind, "valid_from": (NOW - timedelta(days=age)).isoformat()}, params, NOW)
-                   for age in AGES_DAYS] for kind in KINDS}
 
 
 def fusion_curves(params: RecallParams) -> dict[str, dict[float, list[float]]]:

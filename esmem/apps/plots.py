@@ -6,15 +6,29 @@ plotted, so a missing matplotlib is a one-line error at the start, not a traceba
 from __future__ import annotations
 
 import warnings
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from esmem.domain.ranking import RecallParams, recency
 from esmem.errors import ConfigError, InvalidInput
+from esmem.values import KINDS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from esmem.apps.stats import Stats
+
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+AGES_DAYS = [d / 2 for d in range(0, 2 * 366)]  # one year, half-day steps
+
+
+def decay_curves(params: RecallParams) -> dict[str, list[float]]:
+    """Recency of a memory of each kind at each age of AGES_DAYS (1.0 throughout: it never decays);
+    no matplotlib needed (the docs' figure and the inspector's stats page draw these)."""
+    return {kind: [recency({"kind": kind, "valid_from": (NOW - timedelta(days=age)).isoformat()}, params, NOW)
+                   for age in AGES_DAYS] for kind in KINDS}
 
 
 def require() -> None:

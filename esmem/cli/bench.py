@@ -108,12 +108,16 @@ def targets_table(report: Mapping[str, Any]) -> Table:
 @click.option("--skip-naive", is_flag=True, help="Leave out path (d): at 1M memories it needs seconds per query.")
 @click.option("--embedder", default=None, help=f"A model ({', '.join(MODELS)}): instead, the hybrid path vs the BM25 floor on the "
               "first size (embedding time apart, ingest with vectors, bytes per memory).")
+@click.option("--inspector", is_flag=True, help="Instead, the inspector's memories page and recall playground over "
+              "HTTP (p50/p95) with the first size's memories in one namespace (needs esmem[serve]).")
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
            merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None, skip_naive: bool,
-           embedder: str | None) -> None:
+           embedder: str | None, inspector: bool) -> None:
     """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
     fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
+    if inspector:
+        return bench_inspector(ctx, sizes[0], queries, seed, as_json)
     if namespaces > min(sizes):
         raise click.BadParameter(f"{namespaces} namespaces do not fit {min(sizes)} memories", param_hint="--namespaces")
     if embedder:
@@ -134,6 +138,27 @@ def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, 
         return
     for table in (latency_table(report), ingest_table(report), targets_table(report)):
         out.print(table)
+
+
+def bench_inspector(ctx: click.Context, size: int, queries: int, seed: int, as_json: bool) -> None:
+    """`esmem bench --inspector`: esmem.apps.bench_inspector on one namespace of `size` memories."""
+    from esmem.apps.bench_inspector import run_inspector
+    from esmem.cli.common import err
+
+    with err.status("bench") as status:
+        report = run_inspector(_engine(ctx), ctx.obj["prefix"], size=size, queries=queries, seed=seed,
+                               advance=lambda stage: status.update(stage))
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    table = Table(title=f"inspector pages over HTTP, client wall ms ({report['engine']}, {size} memories in "
+                        f"{report['namespace']}, ingest {report['ingest_seconds']:.0f} s)")
+    for col in ("page", "n", "p50", "p95", "p99"):
+        table.add_column(col, justify="left" if col == "page" else "right")
+    for name, p in report["pages"].items():
+        table.add_row(name, str(p["n"]), f"{p['p50']:.1f}", f"{p['p95']:.1f}", f"{p['p99']:.1f}")
+    out.print(table)
+    out.print(f"target: list and playground p50 < 300 ms: {'met' if report['target']['met'] else 'NOT met'}")
 
 
 bench_cmd = click.command("bench")(_bench)

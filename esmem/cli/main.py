@@ -8,7 +8,7 @@ import json
 import sys
 import warnings
 from dataclasses import asdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,6 +17,7 @@ from rich.table import Table
 
 from esmem.apps.classes import PREVIOUS_DEFAULTS, load_saved, print_class_checks
 from esmem.apps.evaluate import BASELINES
+from esmem.apps.explained import result_json
 from esmem.cli.common import _engine, _pairs, _store, err, fail, out, resolve_query
 from esmem.domain.embedding import MODELS
 from esmem.domain.ranking import RecallParams, params_from_strings
@@ -315,23 +316,6 @@ def _recall(ctx: click.Context, query: str | None, messages_path: str | None, na
     params = params_from_strings(store.installed_params(), _pairs(sets)) if sets else None
     return store.recall(resolve_query(query, messages_path), namespace, k, params=params, now=now, as_of=as_of,
                                       touch=touch, explain=explain)
-
-
-def result_json(res: RecallResult) -> dict[str, Any]:
-    def mem(m: Any) -> dict[str, Any]:
-        d = asdict(m)
-        for key, v in d.items():
-            if isinstance(v, datetime):
-                d[key] = iso(v)
-        return d
-
-    return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
-            "items": [{**mem(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
-                       "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
-                       "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
-                       "demoted_by": r.demoted_by, "terms": dict(r.terms),
-                       "legs": {k: dict(v) for k, v in r.legs.items()}} for r in res.items],
-            "recent": [mem(m) for m in res.recent], "pinned": [mem(m) for m in res.pinned], "took_ms": res.took_ms}
 
 
 def print_result(res: RecallResult, *, explain: bool) -> None:
@@ -773,9 +757,10 @@ def _register() -> None:
     from esmem.cli.mcp import mcp_cmd
     from esmem.cli.semantic import embed_cmd, merge_pairs_cmd
     from esmem.cli.serve import serve_cmd, serve_key_cmd
+    from esmem.cli.ui import ui_cmd
 
     for command in (config_cmd, context_cmd, stats_cmd, bench_cmd, mcp_cmd, grant_cmd, revoke_cmd, embed_cmd,
-                    merge_pairs_cmd, serve_cmd, serve_key_cmd):
+                    merge_pairs_cmd, serve_cmd, serve_key_cmd, ui_cmd):
         cli.add_command(command)
 
 

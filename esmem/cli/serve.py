@@ -27,10 +27,13 @@ if TYPE_CHECKING:
 @click.option("--max-body", type=click.IntRange(1024, 64 * 1024 * 1024), default=1024 * 1024, show_default=True,
               help="Largest request body in bytes (413 above).")
 @click.option("--no-touch", is_flag=True, help="Recalls do not reheat (read-only recall).")
+@click.option("--ui", "with_ui", is_flag=True,
+              help="Also serve the memory inspector under /ui (sign in there with an API key: its namespaces only).")
+@click.option("--ui-allow-writes", is_flag=True, help="The inspector under /ui may restore, forget and settle reviews.")
 @click.option("--print-openapi", is_flag=True, help="Print the OpenAPI document and exit.")
 @click.pass_context
 def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, cert: str | None, key_file: str | None,
-              max_body: int, no_touch: bool, print_openapi: bool) -> None:
+              max_body: int, no_touch: bool, with_ui: bool, ui_allow_writes: bool, print_openapi: bool) -> None:
     """HTTP API: remember, recall, context, list, get, history, restore, forget, erase, per API key and namespace."""
     from esmem.cli.common import _engine, fail
 
@@ -60,6 +63,11 @@ def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, c
     embedder = embedder_for(engine, prefix)  # checks the installation before listening
     app = create_app(lambda: MemoryStore(engine, prefix, embedder=embedder), keys, touch=not no_touch,
                      max_body=max_body)
+    if with_ui:
+        from esmem.apps.inspector import create_ui
+
+        app.mount("/ui", create_ui(lambda: MemoryStore(engine, prefix, embedder=embedder), keys=keys,
+                                   allow_writes=ui_allow_writes))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
     access = logging.getLogger("esmem.http.access")

@@ -29,6 +29,7 @@ as evidence: only what differs and the cues decide.
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -52,7 +53,7 @@ _CHANGE_EN = (
     r"switched", r"switch(?:es|ed)? (?:to|over)", r"replaced", r"replac(?:es|ing)", r"moved", r"moves to",
     r"relocated", r"renamed", r"rebooked", r"rescheduled", r"postponed", r"pushed (?:back|out|to)",
     r"brought forward", r"moved up", r"delayed", r"slipped", r"cancell?ed", r"called off", r"scrapped",
-    r"stopped", r"quit", r"gave up", r"no more", r"updated", r"after all",
+    r"stopped", r"stop", r"quit", r"gave up", r"no more", r"updated", r"after all",
     r"corrected", r"correction", r"actually", r"turns out", r"wrong", r"mistaken", r"by mistake", r"my mistake", r"new (?:one|address|number|phone|email|role|job|manager|owner|lead|deadline|date|time|plan|rule|policy)",
     r"upgraded", r"downgraded", r"migrated", r"took over", r"handed (?:over|off)", r"again", r"became",
     r"is back", r"back to", r"revert(?:ed)? to", r"increased", r"decreased", r"raised", r"lowered",
@@ -87,9 +88,16 @@ _EVENT_ZH = ("改到", "改在", "改期", "改签", "推迟", "延期", "延后
              "停办", "黄了", "拖到", "退订")
 # Change cues that retract a statement rather than give it a new value: with one of them alone, the
 # new text must be about the same thing (no differing slot), or it retracts something else.
-_RETRACT_EN = (r"no longer", r"not \w+ any ?more", r"any ?more", r"stopped", r"quit", r"gave up",
+_RETRACT_EN = (r"no longer", r"not \w+ any ?more", r"any ?more", r"stopped", r"stop", r"quit", r"gave up",
                r"no more", r"unsubscribed", r"opted out", r"turned off", r"switched off")
 _RETRACT_ZH = ("不再", "戒了", "不用了", "不要了", "停了", "关掉", "关闭了", "停用")
+# Words of obligation, wish and address that a retraction rewords ("must be signed" -> "no longer need
+# to be signed", "必须" -> "不再强制要求", "please stop"): they name nothing the statement is about.
+_MODAL = frozenset(_stem(w) for w in (
+    "must need needs required require requires should have has to please want wants plan planning plans "
+    "like likes always usually every each all from since").split()) | frozenset("必须需要求强制应该得一定总是每请想打算计划")
+# How strongly a rule binds is not what it is about: "must", "should", "要", "必须" read alike.
+_OBLIGATION = frozenset(_stem(w) for w in "must should need needs required".split()) | frozenset("必须需要应该")
 _ADDITIVE_EN = (r"also", r"as well", r"too", r"another", r"in addition", r"additionally", r"besides",
                 r"on top of", r"one of")
 _ADDITIVE_ZH = ("也", "还", "又", "另外", "另一", "此外", "同时", "以及", "第二")
@@ -130,8 +138,8 @@ _MULTI_EN = frozenset(_stem(w) for w in (
 _MULTI_ZH = regex.compile("过敏|会说|会讲|语言|养了|养着|宠物|拥有|收藏|(?<!最)喜欢|爱好|热爱|会弹|会玩|订阅|关注|会用|学过|"
                           "在学|去过|朋友")
 # CJK characters that carry no content of their own (particles, structure words).
-_CJK_FUNCTION = frozenset("的了着吗呢吧啊呀哦嘛和与及很都就把被")
-_CJK_VALUE = "一二三四五六七八九十百千万两半零〇点号月日周星期天年时分秒早晚上下午中凌晨次个元块兆楼层岁倍度"
+_CJK_FUNCTION = frozenset("的了着吗呢吧啊呀哦嘛和与及很都就把被之")
+_CJK_VALUE = "一二三四五六七八九十百千万两半零〇点号月日周星期天年时分秒钟早晚上下午中凌晨次个元块兆楼层岁倍度"
 _VALUE = regex.compile(
     r"^(?:\d[\d.,:/-]*(?:am|pm|st|nd|rd|th|h|k|m|km|kg|g|gb|mb|tb|ms|s|min|mins|x|%)?|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun|"
@@ -154,7 +162,9 @@ _PROVENANCE = regex.compile(
     r"[(（\[【][^)）\]】]*[)）\]】]|"
     r"[,;，；]?\s*(?:according to|as (?:mentioned|discussed|noted|said|stated|agreed|reported) (?:in|at|during|on|by)|"
     r"source:)\s[^.;。；!?！？]*|"
-    r"[,，]?\s*(?:据|来自|见|出自)[^，。；！？]{1,16}(?:所说|说的|提到|记录|纪要|手册|面谈)",
+    r"[,，]?\s*(?:据|来自|见|出自)[^，。；！？]{1,16}(?:所说|说的|提到|记录|纪要|手册|面谈)|"
+    # ... and why it holds: a clause of purpose says why, not what ("so that the dashboards are fresh")
+    r"[,，]?\s*(?:so that|in order to|这样|以便|好让)[^.;。；!?！？]*",
     regex.IGNORECASE)
 
 
@@ -188,9 +198,11 @@ def pair_tokens(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _weight(shared: set[str]) -> float:
-    """Shared words count 1, shared CJK characters 1/2 (a two-character word is one word)."""
-    return sum(0.5 if _is_cjk(t) else 1.0 for t in shared)
+def _weight(a: tuple[str, ...], b: tuple[str, ...]) -> float:
+    """What two token sequences share: a word counts 1, a CJK character 1/2 (a two-character word is
+    one word), each as often as both have it (婆婆 is two characters)."""
+    shared = Counter(a) & Counter(b)
+    return sum((0.5 if _is_cjk(t) else 1.0) * k for t, k in shared.items())
 
 
 # Chinese cues that are also the tail of a longer word of another meaning: 提交给 (submit to) is not
@@ -234,7 +246,8 @@ def _spans(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[tuple[str, ...]
 
 
 def _is_value(part: tuple[str, ...]) -> bool:
-    return bool(part) and all(_VALUE.match(t) for t in part)
+    """Times, dates and amounts only (小 counts in 小时, "hour")."""
+    return bool(part) and all(_VALUE.match(t) or (t == "小" and part[i + 1:i + 2] == ("时",)) for i, t in enumerate(part))
 
 
 def _strip_cues(text: str) -> str:
@@ -288,7 +301,7 @@ class _Text:
     @cached_property
     def plain(self) -> tuple[str, ...]:
         """The pair tokens without the cues."""
-        return pair_tokens(_strip_cues(self.text))
+        return tuple(t for t in pair_tokens(_strip_cues(self.text)) if t not in _OBLIGATION)
 
     @cached_property
     def change_beside_retract(self) -> frozenset[str]:
@@ -348,7 +361,7 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     # the common case of a look-up's candidates: too little in common to read further (with a change cue,
     # half of min_overlap and two shared words are enough)
     same_meaning = change and cosine is not None and cosine >= same_meaning
-    if not same_meaning and (ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(set(o.plain) & set(n.plain)) >= 2))):
+    if not same_meaning and (ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(o.plain, n.plain) >= 2))):
         return Reading(COEXISTS, "another topic", round(ov, 4), round(jac, 4), 0, change, additive, flip, False)
     a, b = o.plain, n.plain
     shared = set(a) & set(b)
@@ -370,7 +383,10 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     renamed = bool(first and first[0] and first[1] and first[2] <= 1 and first[3] <= 1 and first[2] == first[3]
                    and not set(first[0]) & set(b) and not set(first[1]) & set(a)
                    and not (_is_value(first[0]) and _is_value(first[1])))
-    other = other or (renamed and not change)
+    # ... unless the statement gives the holder of a role there is one of ("Marco is the tech lead of the
+    # search team" -> "Aisha is the tech lead of the search team"): then the name is the value
+    holder = renamed and not change and len(slots) == 1 and len(spans) == 1 and _holds_the_role(o.text, n.text)
+    other = other or (renamed and not change and not holder)
 
     def reading(verdict: str, why: str) -> Reading:
         return Reading(verdict, why, round(ov, 4), round(jac, 4), len(slots), change, additive, flip, other, renamed)
@@ -381,7 +397,9 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
         return reading(COEXISTS, "another subject")
     if additive:
         return reading(COEXISTS, "an additive cue")
-    if change and retract_only and slots and not same_meaning:
+    if holder:
+        return reading(REPLACES, "a role of one holder has a new holder")
+    if change and retract_only and not same_meaning and any(_names_another(y, o.tokens) for _, y in slots):
         return reading(UNCERTAIN, "it retracts, and says it of something else too")
     if same_meaning and ov < min_overlap:
         return reading(REPLACES, "a change cue, and the same meaning in other words")
@@ -399,7 +417,10 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
         # numbers apart are two attributes ("sample S-14 ... freezer 2"): neither is one value changing
         if _names_the_thing(a, spans[0]) or _apart(a, spans):
             return reading(UNCERTAIN, "values differ in several places, or in what the statement is about")
-        return reading(UNCERTAIN if event else REPLACES, "a time, date or amount changed")
+        if event and not same_attribute:  # a happening told with another date may be another happening
+            return reading(UNCERTAIN, "a time, date or amount changed")
+        # ... but an occasion's time is one value ("The sprint demo is on Thursday" -> "... on Friday")
+        return reading(REPLACES, "the occasion's time changed" if event else "a time, date or amount changed")
     if _MULTI_EN & shared or (o.many and n.many):
         return reading(COEXISTS, "another item of a many-valued attribute")
     if o.subject and n.subject and o.subject[:2] == n.subject[:2] and o.subject[2] != n.subject[2]:
@@ -411,6 +432,17 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     if len(slots) >= 2:
         return reading(COEXISTS, f"{len(slots)} slots differ")
     return reading(UNCERTAIN, "same topic, one slot differs, no cue")
+
+
+_THE_ROLE = regex.compile(r"^\s*(.{1,40}?)\s+(?:is|was)\s+(?:now\s+)?the\s+(.+)$", regex.IGNORECASE)
+
+
+def _holds_the_role(old: str, new: str) -> bool:
+    """Whether both texts say "<name> is the <role>" of one and the same role: a definite role has one
+    holder at a time ("the tech lead of the search team"; not "a member of ...")."""
+    a, b = _THE_ROLE.match(old), _THE_ROLE.match(new)
+    return bool(a and b) and pair_tokens(a.group(2)) == pair_tokens(b.group(2)) \
+        and not _PRONOUNS & set(pair_tokens(a.group(1)) + pair_tokens(b.group(1)))
 
 
 def _names_the_thing(a: tuple[str, ...], span: tuple[tuple[str, ...], tuple[str, ...], int, int]) -> bool:
@@ -426,6 +458,13 @@ def _apart(a: tuple[str, ...], spans: list[tuple[tuple[str, ...], tuple[str, ...
         if not all(_VALUE.match(t) for t in a[i + len(x):j]):
             return True
     return False
+
+
+def _names_another(part: tuple[str, ...], old: tuple[str, ...]) -> bool:
+    """Whether a differing part of a retraction names something the old text does not: a word that is
+    not a time or amount, a pronoun or a word of obligation ("I no longer drink soda" after "I drink two
+    cups of coffee a day" retracts another drink; "quit smoking in January" retracts the smoking)."""
+    return any(t not in old and t not in _PRONOUNS and t not in _MODAL and not _VALUE.match(t) for t in part)
 
 
 def _strip_retractions(text: str) -> str:
