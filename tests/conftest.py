@@ -109,6 +109,7 @@ class Engines:
         self.problems: list[str] = []
         self._stop: list = []
         self._homes: list[Path] = []
+        self.extra: dict[str, str] = {}  # embedded flavours a test asked for that are not engines of this run
 
     def discover(self) -> None:
         secure_home = os.environ.get("ESMEM_SECURE_HOME")
@@ -161,20 +162,29 @@ class Engines:
 
     def _embedded(self, name: str) -> None:
         try:
-            running = embedded.read_state(embedded.state_dir(name))
-            if running and embedded.health(running.url):
-                self.found[name] = running.url
-                self.started_in[name] = "already running"
-                return
-            home = Path(tempfile.mkdtemp(prefix=f"esmem-test-{name}-"))
-            self._homes.append(home)
-            t0 = time.monotonic()
-            running = embedded.up(home=home, engine=name)
-            self.started_in[name] = f"started in {time.monotonic() - t0:.1f}s"
-            self.found[name] = running.url
-            self._stop.append(lambda: embedded.down(home))
+            self.found[name], self.started_in[name] = self._embedded_url(name)
         except EsmemError as e:
             self.problems.append(f"embedded {name}: {e}")
+
+    def _embedded_url(self, name: str) -> tuple[str, str]:
+        """The URL of embedded flavour `name` running in ESMEM_HOME, else of a temporary one started
+        here (stopped at the end of the run), and how it was found."""
+        running = embedded.read_state(embedded.state_dir(name))
+        if running and embedded.health(running.url):
+            return running.url, "already running"
+        home = Path(tempfile.mkdtemp(prefix=f"esmem-test-{name}-"))
+        self._homes.append(home)
+        t0 = time.monotonic()
+        running = embedded.up(home=home, engine=name)
+        self._stop.append(lambda: embedded.down(home))
+        return running.url, f"started in {time.monotonic() - t0:.1f}s"
+
+    def flavour(self, name: str) -> str:
+        """The URL of an open embedded engine of flavour `name`: this run's, one running in ESMEM_HOME,
+        else a temporary one (~30-60 s to start), kept for the rest of the run."""
+        if name not in self.found and name not in self.extra:
+            self.extra[name] = self._embedded_url(name)[0]
+        return self.found.get(name) or self.extra[name]
 
     def start_secured(self) -> embedded.Running:
         """A temporary secured engine for the security tests when the run was not given one."""
@@ -552,3 +562,22 @@ def make_store(face: str, engine: Engine, request: pytest.FixtureRequest):
 @pytest.fixture
 def store(make_store, installed: str) -> MemoryStore:
     return make_store(installed)
+
+
+@pytest.fixture(scope="session")
+def other_major(engine: Engine) -> Iterator[Engine]:
+    """An open embedded OpenSearch of the other major than `engine` (2 <-> 3): this run's engine of
+    that flavour, one running in ESMEM_HOME, else a temporary one. Skipped on Elasticsearch; a failure
+    to start it fails the test under ESMEM_REQUIRE_ENGINE=1."""
+    if engine.info.family != "opensearch":
+        pytest.skip(f"{engine.info} has no embedded engine of another major")
+    name = "opensearch-3" if engine.info.major == 2 else "opensearch-2"
+    try:
+        url = _ENGINES.flavour(name)
+    except EsmemError as e:
+        if os.environ.get("ESMEM_REQUIRE_ENGINE") == "1":
+            pytest.fail(f"embedded {name}: {e}")
+        pytest.skip(f"embedded {name}: {e}")
+    other = Engine(ConnectionConfig(url=url))
+    yield other
+    other.close()

@@ -97,3 +97,19 @@ def test_the_cli_refuses_without_yes_and_prints_the_proof(engine: Engine, instal
     audit = runner.invoke(cli, ["--url", engine.url, "--prefix", installed, "audit"])
     (record,) = [json.loads(line) for line in audit.stdout.splitlines()]
     assert record["selector"] == "entity" and record["deleted"] == 4 and "Zed" not in audit.stdout
+
+
+def test_an_erase_scoped_to_namespaces_never_follows_a_link_out_of_them(engine: Engine, installed: str,
+                                                                         tmp_path) -> None:
+    """A chain link to another namespace (a restored or hand-written document can carry one) does not
+    take that namespace's memory with an erase scoped to the first."""
+    store, ids = _populated(engine, installed)
+    linked = dict(_dump(engine, store.alias)[ids["colleague"]], supersedes=[ids["invoice_paid"]])
+    path = tmp_path / "linked.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in [
+        {"format": "esmem-export", "version": 1, "namespaces": ["er:a"]}, {"id": "crosslink", "memory": linked},
+        {"end": True, "memories": 1}]) + "\n", encoding="utf-8")
+    store.restore_export(str(path))
+    done = store.erase(namespaces=["er:a"], entity="Zed")
+    assert done.remaining == 0 and "crosslink" not in _dump(engine, store.alias)
+    assert ids["invoice_paid"] in _dump(engine, store.alias)

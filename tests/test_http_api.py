@@ -130,6 +130,43 @@ def test_a_memory_lives_its_whole_life_over_http(api: tuple[Api, str]) -> None:
     assert a.store.count(a.a1) == 3 and a.store.count(a.a2, status=None) == 0
 
 
+@pytest.mark.fresh_prefix("an erase creates the prefix's audit index")
+def test_erase_deletes_within_the_callers_namespace_only_and_needs_confirm(api: tuple[Api, str]) -> None:
+    a, base = api
+    with client(base, a.alpha) as c, client(base, a.beta) as b:
+        ns = f"/v1/namespaces/{a.a1}"
+        old = c.post(f"{ns}/memories", json={"content": "Zed's phone number is 555-0100"}).json()
+        c.post(f"{ns}/memories", json={"content": "the phone number is now 555-0199", "supersedes": old["id"]})
+        keep = c.post(f"{ns}/memories", json={"content": "prefers window seats", "kind": "preference"}).json()
+        other = c.post(f"/v1/namespaces/{a.a2}/memories", json={"content": "Zed asked for the invoice"}).json()
+        b.post(f"/v1/namespaces/{a.b1}/memories", json={"content": "Zed signed the contract"})
+        before = a.store.count(None, status=None)
+
+        assert "confirm" in error_of(c.post(f"{ns}/erase", json={"entity": "Zed"}), 400, "invalid_input")
+        assert "exactly one" in error_of(c.post(f"{ns}/erase", json={"entity": "Zed", "everything": True,
+                                                                       "confirm": True}), 400, "invalid_input")
+        error_of(c.post(f"/v1/namespaces/{a.b1}/erase", json={"entity": "Zed", "confirm": True}), 403, "forbidden")
+        error_of(c.post(f"{ns}/erase", json={"entity": "Zed", "confirm": "yes please"}), 422, "invalid_request")
+        assert a.store.count(None, status=None) == before
+
+        dry = c.post(f"{ns}/erase", json={"entity": "Zed", "dry_run": True}).json()
+        assert (dry["erased"], len(dry["covered"]), dry["remaining"]) == (0, 2, 2) and old["id"] in dry["covered"]
+        done = c.post(f"{ns}/erase", json={"entity": "Zed", "confirm": True}).json()
+        assert (done["selector"], done["erased"], done["remaining"]) == ("entity", 2, 0) and done["audit_id"]
+        page = (ROOT / "docs/guides/lifecycle.md").read_text(encoding="utf-8")
+        shown = json.loads(page.split("<!-- tested-by: tests/test_http_api.py -->\n```json\n")[1].split("```")[0])
+        assert set(shown) == set(done) and shown["selector"] == "entity"  # the page shows this answer's shape
+        # another namespace's id, even of the same key, is out of reach of an erase in this one
+        assert c.post(f"{ns}/erase", json={"ids": [other["id"]], "confirm": True}).json()["erased"] == 0
+        assert a.store.count(None, status=None) == before - 2
+        assert a.store.count(a.a1) == 1 and a.store.get(a.a1, keep["id"]).content == "prefers window seats"
+        assert a.store.count(a.a2) == 1 and a.store.count(a.b1) == 1
+
+        everything = c.post(f"{ns}/erase", json={"everything": True, "confirm": True}).json()
+        assert (everything["selector"], everything["erased"], everything["remaining"]) == ("namespace", 1, 0)
+        assert a.store.count(a.a1, status=None) == 0 and a.store.count(None, status=None) == before - 3
+
+
 def test_keys_are_confined_to_their_namespaces(api: tuple[Api, str]) -> None:
     a, base = api
     written = a.store.remember("The vault code is 4711", a.b1)

@@ -34,7 +34,8 @@ RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_tex
 # the rule store's r09, saying that it changes s01 (改成)
 OLD_429, NEW_429 = RULES["s01"]["content"], RULES["r09"]["content"].replace("限流时按", "限流时改成按")
 PEANUTS = "我对花生过敏"
-TOOLS = {"remember", "remember_many", "edit", "recall", "context", "list", "get", "history", "restore", "forget"}
+TOOLS = {"remember", "remember_many", "edit", "recall", "context", "list", "get", "history", "restore", "forget",
+         "erase"}
 TOKEN = "mcp-test-token-" + "x" * 24
 
 
@@ -310,6 +311,41 @@ def test_a_client_calling_only_read_only_tools_changes_nothing(engine: Engine, s
     store.flush()  # reheat write-backs, had any been queued
     assert raw_dump(engine, store) == before
     assert read_only == ({"list", "get", "history"} if touch else {"list", "get", "history", "recall", "context"})
+
+
+@pytest.mark.fresh_prefix("an erase creates the prefix's audit index")
+def test_erase_is_destructive_needs_confirm_and_reaches_only_the_servers_namespace(
+        engine: Engine, store: MemoryStore) -> None:
+    ns, other = "dora", "erin"
+    old = store.remember("Zed's phone number is 555-0100", ns)
+    store.remember("the phone number is now 555-0199", ns, supersedes=old.id)
+    keep = store.remember("prefers window seats", ns, kind="preference")
+    theirs = store.remember("Zed asked for the invoice", other)
+    store.flush()
+
+    async def main() -> dict[str, Any]:
+        async with Client(create_server(store, ns, touch=False)) as client:
+            tool = {t.name: t for t in (await client.list_tools()).tools}["erase"]
+            assert tool.annotations.destructive_hint is True and tool.annotations.read_only_hint is False
+            assert "confirm" in tool.input_schema["required"]
+            refused = {}
+            for name, args in {"no confirm": {"entity": "Zed"}, "confirm false": {"entity": "Zed", "confirm": False},
+                               "two selectors": {"entity": "Zed", "everything": True, "confirm": True},
+                               "a namespace": {"entity": "Zed", "confirm": True, "namespace": other}}.items():
+                res = await client.call_tool("erase", args)
+                refused[name] = res.is_error
+            assert store.count(None, status=None) == 4, "a refused erase deleted something"
+            out = {"refused": refused,
+                   "theirs": call(await client.call_tool("erase", {"memory_ids": [theirs.id], "confirm": True})),
+                   "zed": call(await client.call_tool("erase", {"entity": "Zed", "confirm": True}))}
+            return out
+
+    out = asyncio.run(main())
+    assert all(out["refused"].values()), out["refused"]
+    assert out["theirs"]["erased"] == 0  # another namespace's memory is out of this server's reach
+    assert (out["zed"]["erased"], out["zed"]["remaining"]) == (2, 0)
+    assert store.count(ns, status=None) == 1 and store.get(ns, keep.id).content == "prefers window seats"
+    assert store.get(other, theirs.id).content == "Zed asked for the invoice"
 
 
 def test_without_the_extra_it_names_the_extra_and_exits_2(url: str, installed: str) -> None:

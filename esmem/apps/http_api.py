@@ -22,9 +22,10 @@ from starlette.exceptions import HTTPException
 
 from esmem.apps.api_keys import ApiKey, Keyring
 from esmem.apps.context import build_context
+from esmem.apps.erasing import erase_in
 from esmem.apps.dialogue import build_query
 from esmem.apps.http_guard import ASGIApp, BodyLimit, Receive, Scope, Send, error_body
-from esmem.apps.schemas import (ContextIn, ContextOut, ErrorOut, ForgetIn, HistoryOut, ListOut, MemoryId, MemoryOut,
+from esmem.apps.schemas import (ContextIn, ContextOut, EraseIn, EraseOut, ErrorOut, ForgetIn, HistoryOut, ListOut, MemoryId, MemoryOut,
                                 RecallIn, RecallOut, RememberIn, RememberManyIn, RememberManyOut, RememberOut)
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
@@ -167,6 +168,15 @@ def create_app(make_store: Callable[[], MemoryStore], keys: Keyring, *, touch: b
         s = store()
         s.forget(namespace, memory_id, reason=body.reason)
         return HistoryOut(versions=[MemoryOut.of(m) for m in s.history(namespace, memory_id)])
+
+    @app.post(v1 + "/erase", tags=["write"], summary="Erase memories for good")
+    def erase(namespace: Namespace, body: EraseIn) -> EraseOut:
+        """Delete from the index, for good, the namespace's memories that name or mention `entity`, the
+        memories `ids`, or (`everything`) all of them, with every version linked to them; then count
+        again (`remaining`, 0: the proof) and keep an audit record without content. Never reaches
+        another namespace. Needs `confirm: true` unless `dry_run`."""
+        return erase_in(store(), namespace, entity=body.entity, ids=body.ids, everything=body.everything,
+                        dry_run=body.dry_run, confirm=body.confirm)
 
     @app.post(v1 + "/recall", tags=["read"], summary="Recall the memories relevant to a query")
     def recall(namespace: Namespace, body: RecallIn) -> RecallOut:

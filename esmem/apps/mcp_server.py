@@ -23,7 +23,8 @@ from pydantic import ConfigDict, Field
 
 from esmem.apps.context import build_context
 from esmem.apps.dialogue import build_query
-from esmem.apps.schemas import (Content, ContextOut, Entities, HistoryOut, Importance, KindArg, Kinds,
+from esmem.apps.erasing import erase_in
+from esmem.apps.schemas import (Content, ContextOut, Entities, EraseOut, HistoryOut, Importance, KindArg, Kinds,
                                 ListOut, MemoryId, MemoryOut, Message, Messages, Query, Reason, RecallOut,
                                 RememberIn, RememberManyOut, RememberOut, ValidFrom)
 from esmem.domain.store import MemoryStore
@@ -41,7 +42,8 @@ of a turn to see what you already know, and `remember` whenever the user states 
 rule, plan or event worth keeping. Restating an updated fact supersedes the old one automatically;
 `edit` replaces a memory you know is wrong by id; `history` shows the versions and `restore` undoes a
 wrong merge; `forget` hides a memory the user wants forgotten (a tombstone supersedes it; nothing is
-deleted). `list` and `get` browse what is stored without changing anything."""
+deleted); `erase` deletes for good, only when the user asks for their data to be deleted. `list` and
+`get` browse what is stored without changing anything."""
 
 
 def _refuse(e: EsmemError) -> ToolError:
@@ -208,6 +210,29 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
             with writing:
                 store.forget(namespace, memory_id, reason=reason)
             return HistoryOut(versions=[MemoryOut.of(m) for m in store.history(namespace, memory_id)])
+        except EsmemError as e:
+            raise _refuse(e) from None
+
+    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True))
+    def erase(
+        confirm: Annotated[bool, Field(description=(
+            "Must be true: erase deletes for good. Call it only when the user explicitly asked to delete "
+            "their data, and after telling them it cannot be undone."))],
+        entity: Annotated[str | None, Field(default=None, min_length=1, max_length=256, description=(
+            "Erase every memory that names this entity (a person, a company...) or mentions it."))] = None,
+        memory_ids: Annotated[list[MemoryId] | None, Field(default=None, min_length=1, max_length=100, description=(
+            "Erase these memories."))] = None,
+        everything: Annotated[bool, Field(description="Erase every memory kept about this user.")] = False,
+    ) -> EraseOut:
+        """Delete memories for good (the user's right to erasure): the selected memories and every
+        version linked to them are removed from the index, unlike `forget`, which keeps history and
+        can be undone. Name exactly one of `entity`, `memory_ids` or `everything`. Returns how many
+        were erased and the proof (`remaining`, 0)."""
+        if confirm is not True:
+            raise ToolError("erase deletes for good: call it with confirm=true once the user asked for it")
+        try:
+            with writing:
+                return erase_in(store, namespace, entity=entity, ids=memory_ids, everything=everything, confirm=True)
         except EsmemError as e:
             raise _refuse(e) from None
 

@@ -96,6 +96,16 @@ class ForgetIn(Strict):
     reason: Reason = None
 
 
+class EraseIn(Strict):
+    entity: str | None = Field(None, min_length=1, max_length=256, description=(
+        "Erase every memory of the namespace that names this entity or mentions it in its text."))
+    ids: list[MemoryId] | None = Field(None, min_length=1, max_length=1000, description="Erase these memories.")
+    everything: bool = Field(False, description="Erase every memory of the namespace.")
+    dry_run: bool = Field(False, description="Only list what would be erased.")
+    confirm: bool = Field(False, description=(
+        "Must be true to erase: the memories and every version linked to them are deleted for good."))
+
+
 # -- results -----------------------------------------------------------------------------------
 class MemoryOut(BaseModel):
     id: str
@@ -192,6 +202,15 @@ class ListOut(BaseModel):
 
 class RememberManyOut(BaseModel):
     results: list[RememberOut] = Field(description="One per memory, in input order.")
+
+
+class EraseOut(BaseModel):
+    selector: str = Field(description="entity, ids or namespace.")
+    erased: int = Field(description="Memories deleted (a dry run: 0).")
+    covered: list[str] = Field(default_factory=list, description=(
+        "A dry run: the ids that would be erased, the selected memories and every version linked to them."))
+    remaining: int = Field(description="The proof: what the selector still matches after the erase (0).")
+    audit_id: str | None = Field(None, description="The audit record of the erase (it holds no content).")
 
 
 class ErrorDetail(BaseModel):

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 @click.pass_context
 def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, cert: str | None, key_file: str | None,
               max_body: int, no_touch: bool, with_ui: bool, ui_allow_writes: bool, print_openapi: bool) -> None:
-    """HTTP API: remember, recall, context, list, get, history, restore, forget, per API key and namespace."""
+    """HTTP API: remember, recall, context, list, get, history, restore, forget, erase, per API key and namespace."""
     from esmem.cli.common import _engine, fail
 
     try:

@@ -72,16 +72,18 @@ def selector_query(namespaces: Sequence[str] = (), entity: str | None = None,
     return "namespace", {"bool": {"filter": filters}}
 
 
-def covered(catalog: Catalog, query: dict[str, Any]) -> set[str]:
-    """The ids the query matches, and every version linked to them through the chain fields."""
+def covered(catalog: Catalog, query: dict[str, Any], namespaces: Sequence[str] = ()) -> set[str]:
+    """The ids the query matches, and every version linked to them through the chain fields (within
+    `namespaces` when given: a link never takes an erase outside the namespaces it was scoped to)."""
     found: set[str] = set()
     frontier = _links(catalog, query, found)
+    scope = [{"terms": {"namespace": list(namespaces)}}] if namespaces else []
     while frontier:
         batch = sorted(frontier)
         frontier = set()
         for i in range(0, len(batch), _BATCH):
             part = batch[i:i + _BATCH]
-            frontier |= _links(catalog, {"bool": {"should": [
+            frontier |= _links(catalog, {"bool": {"filter": scope, "should": [
                 {"ids": {"values": part}}, {"terms": {"supersedes": part}},
                 {"terms": {"superseded_by": part}}], "minimum_should_match": 1}}, found)
     return found
@@ -119,7 +121,7 @@ def erase(catalog: Catalog, *, now: datetime, namespaces: Sequence[str] = (), en
     kind, query = selector_query(namespaces, entity, ids)
     catalog.refresh()
     whole = kind == "namespace"  # chains never leave a namespace: the query covers every version
-    targets = [] if whole and not dry_run else sorted(covered(catalog, query))
+    targets = [] if whole and not dry_run else sorted(covered(catalog, query, namespaces))
     if dry_run:
         return Erased(kind, len(targets), 0, len(targets), ids=tuple(targets))
     deleted = left = 0
@@ -135,7 +137,7 @@ def erase(catalog: Catalog, *, now: datetime, namespaces: Sequence[str] = (), en
         left = _remaining(catalog, query, targets)
         if not left:
             break
-        targets = sorted(set(targets) | covered(catalog, query))  # written meanwhile: take it too
+        targets = sorted(set(targets) | covered(catalog, query, namespaces))  # written meanwhile: take it too
     values = [entity] if entity is not None else list(ids) if ids else []
     audit_id = catalog.audit({
         "at": iso(now), "action": "erase", "selector": kind, "values_sha256": sorted(digest(v) for v in values),
