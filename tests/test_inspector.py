@@ -129,10 +129,10 @@ def test_the_playgrounds_factors_are_those_of_explain_json(engine: Engine, insta
     explained = json.loads(out.output)["items"]
     assert [s["id"] for s in shown] == [e["id"] for e in explained]
     for s, e in zip(shown, explained):
-        for key in ("score", "rel", "recency", "importance_part", "reheat", "mmr_penalty"):
+        for key in ("score", "rel", "answer", "recency", "importance_part", "reheat", "mmr_penalty"):
             assert s[key] == pytest.approx(e[key], rel=1e-9, abs=1e-12), (s["id"], key)
     bars = page.locator("#hits tr.hit").first.locator("svg.factors rect")
-    assert bars.count() == 5  # one segment per factor
+    assert bars.count() == 6  # one segment per factor
 
 
 def test_a_restore_from_the_memory_page_is_in_the_history(engine: Engine, installed: str, page: Any,

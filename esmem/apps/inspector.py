@@ -50,8 +50,8 @@ HEADERS = {"content-security-policy": "default-src 'none'; style-src 'unsafe-inl
                                       "frame-ancestors 'none'; base-uri 'none'",
            "x-content-type-options": "nosniff", "referrer-policy": "same-origin", "x-frame-options": "DENY",
            "cache-control": "no-store"}
-FACTORS = (("rel", "relevance"), ("recency", "recency"), ("importance_part", "importance"), ("reheat", "reheat"),
-           ("mmr_penalty", "MMR penalty"))
+FACTORS = (("rel", "relevance"), ("answer", "answer"), ("recency", "recency"), ("importance_part", "importance"),
+           ("reheat", "reheat"), ("mmr_penalty", "MMR penalty"))
 _AGE_BOUNDS = (None, timedelta(hours=1), timedelta(days=1), timedelta(days=7), timedelta(days=30),
                timedelta(days=90), timedelta(days=365))  # AGE_LABELS' lower ends: the ages `esmem stats` uses
 
