@@ -11,7 +11,6 @@ import logging
 import os
 import random
 import shutil
-import socket
 import ssl
 import string
 import subprocess
@@ -32,15 +31,10 @@ from esmem.apps.http_api import create_app
 from esmem.cli.serve import openapi_text
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
+from listening import free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "http"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:
@@ -391,14 +385,7 @@ def test_the_cli_serves_https_with_a_cert_and_logs_json_lines(engine: Engine, in
                              "--prefix", installed, "serve", "--keys", str(keys), "--port", str(port), "--cert", str(cert),
                              "--key", str(key)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-                time.sleep(0.2)
+        wait_listening(proc, port)
         with httpx.Client(base_url=f"https://127.0.0.1:{port}", verify=ssl.create_default_context(cafile=str(cert)), timeout=60,
                           headers={"Authorization": f"Bearer {token}"}) as c:
             r = c.post(f"/v1/namespaces/{ns}/memories", json={"content": "TLS holds the line"})

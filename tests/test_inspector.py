@@ -11,10 +11,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -37,6 +35,7 @@ from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.index.grant import grant, revoke
 from esmem.index.install import install, uninstall
+from listening import free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "docs" / "guides" / "img"
@@ -282,21 +281,12 @@ def test_pages_of_a_namespace_cover_every_match_once_even_with_equal_times(engin
 def test_esmem_ui_serves_read_only_on_localhost_and_logs_no_query_or_memory(engine: Engine, installed: str) -> None:
     store = MemoryStore(engine, installed)
     mid = store.remember("the vault combination is 31-41-59", "cli-ns").id
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", "from esmem.cli.main import main; main()", "--url", engine.url,
                              "--prefix", installed, "ui", "--port", str(port), "-n", "cli-ns"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.stderr else ""
-                time.sleep(0.2)
+        wait_listening(proc, port)
         base = f"http://127.0.0.1:{port}"
         page_ = httpx.get(f"{base}/ns/cli-ns/recall", params={"q": "vault combination"}, timeout=60)
         assert page_.status_code == 200 and "31-41-59" in page_.text

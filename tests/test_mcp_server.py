@@ -11,10 +11,8 @@ import io
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -27,6 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from esmem.apps.mcp_server import create_server
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
+from listening import free_port, wait_listening
 
 DATASETS = Path(__file__).resolve().parents[1] / "datasets"
 RULES = {o["id"]: o for o in map(json.loads, (DATASETS / "rules.jsonl").read_text(encoding="utf-8").splitlines())
@@ -43,12 +42,6 @@ def esmem_command(url: str, prefix: str, namespace: str, *extra: str) -> list[st
     script = Path(sys.executable).with_name("esmem")
     head = [str(script)] if script.exists() else [sys.executable, "-m", "esmem.cli.main"]
     return [*head, "--url", url, "--prefix", prefix, "mcp", "-n", namespace, *extra]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def call(result: Any) -> dict[str, Any]:
@@ -220,15 +213,7 @@ def http_server(url: str, store: MemoryStore, tmp_path: Path) -> Iterator[str]:
                                           "--token-file", str(token_file)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"esmem mcp did not listen: {proc.stderr.read().decode() if proc.stderr else ''}")
-                time.sleep(0.2)
+        wait_listening(proc, port)
         yield f"http://127.0.0.1:{port}/mcp"
     finally:
         proc.terminate()
