@@ -78,7 +78,9 @@ def covered(catalog: Catalog, query: dict[str, Any], namespaces: Sequence[str] =
     found: set[str] = set()
     frontier = _links(catalog, query, found)
     scope = [{"terms": {"namespace": list(namespaces)}}] if namespaces else []
+    asked: set[str] = set()  # a link out of the scope is never found: ask about each id once
     while frontier:
+        asked |= frontier
         batch = sorted(frontier)
         frontier = set()
         for i in range(0, len(batch), _BATCH):
@@ -86,6 +88,7 @@ def covered(catalog: Catalog, query: dict[str, Any], namespaces: Sequence[str] =
             frontier |= _links(catalog, {"bool": {"filter": scope, "should": [
                 {"ids": {"values": part}}, {"terms": {"supersedes": part}},
                 {"terms": {"superseded_by": part}}], "minimum_should_match": 1}}, found)
+        frontier -= asked
     return found
 
 
