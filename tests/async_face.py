@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import greenlet
@@ -26,12 +27,18 @@ _SENDERS = (Engine, Catalog, Writer, Recaller)
 class _Loop:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
+        # the loop runs on a thread of its own: the test's thread may be running another loop already
+        # (Playwright's sync API keeps one running there)
+        self.thread = ThreadPoolExecutor(1)
+
+    def complete(self, awaitable: Any) -> Any:
+        return self.thread.submit(self.loop.run_until_complete, awaitable).result()
 
     def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """`fn` run through the bridge (directly when already inside a bridged call)."""
         if isinstance(greenlet.getcurrent(), _Bridged):
             return fn(*args, **kwargs)
-        return self.loop.run_until_complete(run(fn, *args, **kwargs))
+        return self.complete(run(fn, *args, **kwargs))
 
     def wrap(self, value: Any) -> Any:
         if isinstance(value, _SENDERS):
@@ -68,10 +75,11 @@ class AsyncFace:
     def __getattr__(self, name: str) -> Any:
         if inspect.iscoroutinefunction(getattr(AsyncMemoryStore, name, None)) and name != "alias":
             method = getattr(self.async_store, name)
-            return lambda *a, **k: self._loop.loop.run_until_complete(method(*a, **k))
+            return lambda *a, **k: self._loop.complete(method(*a, **k))
         return self._loop.wrap(self._loop.call(getattr, self.async_store.store, name))
 
     def close(self) -> None:
-        self._loop.loop.run_until_complete(self.async_store.close())
+        self._loop.complete(self.async_store.close())
         self._loop.call(self.async_store.engine.close)
-        self._loop.loop.close()
+        self._loop.thread.submit(self._loop.loop.close).result()
+        self._loop.thread.shutdown()

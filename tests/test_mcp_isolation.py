@@ -79,6 +79,8 @@ def from_schema(schema: dict[str, Any], defs: dict[str, Any], text: st.SearchStr
         return st.floats(schema.get("minimum", 1), schema.get("maximum", 10))
     if kind == "null":
         return st.none()
+    if kind == "boolean":
+        return st.booleans()
     if kind == "array":
         return st.lists(from_schema(schema["items"], defs, text, victim_ids), min_size=1, max_size=3)
     if kind == "object":
