@@ -208,6 +208,15 @@ def create_app(make_store: Callable[[], MemoryStore], keys: Keyring, *, touch: b
     return app
 
 
+def log_access_to(stream: Any) -> None:
+    """Write the access log's lines to `stream` and nowhere else (the servers print them on stderr)."""
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    access_log.addHandler(handler)
+    access_log.setLevel(logging.INFO)
+    access_log.propagate = False
+
+
 class AccessLog:
     """One JSON line per request on `esmem.http.access`: what was asked and how it ended, never a secret,
     a query or memory text (the route template, not the path; the key's name, not the key)."""

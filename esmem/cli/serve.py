@@ -6,7 +6,6 @@ without them it names the extra and exits 2.
 from __future__ import annotations
 
 import json
-import logging
 import sys
 
 from typing import TYPE_CHECKING
@@ -40,7 +39,7 @@ def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, c
     try:
         import uvicorn
 
-        from esmem.apps.http_api import create_app
+        from esmem.apps.http_api import create_app, log_access_to
     except ImportError as e:
         if (e.name or "").partition(".")[0] not in ("fastapi", "uvicorn", "starlette", "pydantic"):
             raise
@@ -68,12 +67,7 @@ def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, c
 
         app.mount("/ui", create_ui(lambda: MemoryStore(engine, prefix, embedder=embedder), keys=keys,
                                    allow_writes=ui_allow_writes))
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    access = logging.getLogger("esmem.http.access")
-    access.addHandler(handler)
-    access.setLevel(logging.INFO)
-    access.propagate = False
+    log_access_to(sys.stderr)
     uvicorn.run(app, host=host, port=port, ssl_certfile=cert, ssl_keyfile=key_file, access_log=False,
                 log_level="warning")
 

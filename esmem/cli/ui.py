@@ -4,7 +4,6 @@ FastAPI and uvicorn are the `esmem[serve]` extra: imported only when the command
 """
 from __future__ import annotations
 
-import logging
 import sys
 
 import click
@@ -31,7 +30,7 @@ def ui_cmd(ctx: click.Context, host: str, port: int, allow_writes: bool, namespa
         if (e.name or "").partition(".")[0] not in ("fastapi", "uvicorn", "starlette", "pydantic"):
             raise
         fail("esmem ui needs FastAPI and uvicorn: pip install 'esmem[serve]'")
-    from esmem.apps.http_api import AccessLog
+    from esmem.apps.http_api import AccessLog, log_access_to
     from esmem.domain.hybrid import embedder_for
     from esmem.domain.store import MemoryStore
 
@@ -40,12 +39,7 @@ def ui_cmd(ctx: click.Context, host: str, port: int, allow_writes: bool, namespa
     app = create_ui(lambda: MemoryStore(engine, prefix, embedder=embedder), allow_writes=allow_writes,
                     namespaces=list(namespaces) or None)
     app.add_middleware(AccessLog)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    access = logging.getLogger("esmem.http.access")
-    access.addHandler(handler)
-    access.setLevel(logging.INFO)
-    access.propagate = False
+    log_access_to(sys.stderr)
     click.echo(f"esmem inspector on http://{host}:{port}/ ({'writes allowed' if allow_writes else 'read-only'})",
                err=True)
     uvicorn.run(app, host=host, port=port, access_log=False, log_level="warning")
