@@ -44,9 +44,12 @@ NOW = "2026-12-01T12:00:00Z"
 HOSTILE = '<script>alert("memory")</script><img src=x onerror="alert(1)"> & <b>bold</b>'
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium: a missing browser skips here and fails under ESMEM_REQUIRE_BROWSER=1 (CI)."""
+    """Headless Chromium: a missing browser skips here and fails under ESMEM_REQUIRE_BROWSER=1 (CI).
+
+    Module-scoped: Playwright's sync API keeps an event loop running on the test's thread while it is
+    open, and a later test of another module calling `asyncio.run` must not find it there."""
     missing = None if shutil.which(CHROMIUM) else f"no chromium at {CHROMIUM} (apt-get install chromium)"
     try:
         from playwright.sync_api import sync_playwright

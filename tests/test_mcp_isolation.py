@@ -141,7 +141,7 @@ def test_no_tool_call_reaches_another_namespace(engine, store: MemoryStore) -> N
 
         one_call()
 
-    # the property was exercised: many calls succeeded and returned Mallory's memories
-    assert seen["calls"] >= 400 and seen["ok"] >= 50 and seen["memories"] >= 50, seen
+    # the property was exercised: a tenth of the calls succeeded, returning Mallory's memories
+    assert seen["calls"] >= 400 and seen["ok"] >= 40 and seen["memories"] >= 25, seen
     assert store.count(VICTIM, status=None) == len(victim_ids)
     assert snapshot(store, victim_ids) == before  # no write, restore or reheat touched Alice
