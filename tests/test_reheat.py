@@ -28,10 +28,12 @@ class Held:
     def __init__(self, store: MemoryStore):
         self.inner = store.catalog.run_scripts
         self.gate = threading.Event()
+        self.holding = threading.Event()  # a write-back is being held
         self.calls: list[int] = []
         store.recaller.reheater.run = self
 
     def __call__(self, ops: Sequence[ScriptOp]) -> list[dict[str, Any]]:
+        self.holding.set()
         self.gate.wait(30)
         self.calls.append(len(ops))
         return self.inner(ops)
@@ -63,6 +65,32 @@ def test_recall_returns_before_its_write_back_and_the_store_then_sees_it(engine:
     assert store.recaller.reheater.pending == 0
     got = store.get("rh", tea.id)
     assert got.access_count == 1 and got.last_accessed_at == NOW
+
+
+def test_stores_of_one_index_write_back_in_turns_and_a_waiting_store_batches_its_accesses(
+        engine: Engine, installed: str) -> None:
+    first = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    second = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    (tea,) = first.remember_many([MemoryInput("prefers jasmine tea at four", "rh6", kind="preference")])
+    held = Held(first)
+    entered = threading.Event()
+    inner, calls = second.catalog.run_scripts, []
+
+    def recorded(ops: Sequence[ScriptOp]) -> list[dict[str, Any]]:
+        entered.set()
+        calls.append(len(ops))
+        return inner(ops)
+
+    second.recaller.reheater.run = recorded
+    first.recall("jasmine tea", "rh6", 1, now=NOW)
+    assert held.holding.wait(30)
+    for _ in range(3):  # the first store's write-back holds the index's turn: these queue in the second store
+        second.recall("jasmine tea", "rh6", 1, now=NOW)
+    assert not entered.wait(2)  # a write-back that did not wait for its turn would have started by now
+    held.release()
+    assert second.flush(30)
+    assert held.calls == [1] and calls == [3]  # the three waited together: one bulk
+    assert second.get("rh6", tea.id).access_count == 4
 
 
 def test_reads_of_the_store_flush_its_queued_accesses(engine: Engine, installed: str) -> None:

@@ -14,7 +14,7 @@ from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
 from esmem.domain.pinned import gate, is_pinned
-from esmem.domain.reheat import Reheater
+from esmem.domain.reheat import Reheater, turn
 from esmem.domain.resolve import resolve
 from esmem.domain.threads import expand, wanted
 from esmem.domain.ranking import RecallParams
@@ -36,7 +36,8 @@ class Recaller:
     def __init__(self, catalog: Catalog, params: RecallParams | None, clock: Callable[[], datetime],
                  semantic: Semantic | None = None, background_reheat: bool = True):
         self.catalog = catalog
-        self.reheater = Reheater(catalog.run_scripts, background_reheat)  # write-back off the answer's path
+        self.reheater = Reheater(catalog.run_scripts, background_reheat,  # write-back off the answer's path
+                                 turn(catalog.engine, catalog.alias))
         self.semantic = semantic  # optional kNN leg (esmem/domain/hybrid.py)
         self.params = params  # None: the ranking policy installed in the cluster
         self.clock = clock

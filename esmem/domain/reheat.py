@@ -9,6 +9,11 @@ the caller's thread. Shutdown: `MemoryStore.close()` (or leaving `with MemorySto
 interpreter's exit flush what is queued (the exit waits at most `EXIT_WAIT` seconds); a process killed
 with SIGKILL loses the accesses still queued, at most those of its last few recalls. Reads through the
 process (`get`, `history`, `count`, `stats` of any store) flush first, so a process sees its own accesses.
+
+One write-back per index in flight: the background writers of one index (one per store: an HTTP server or a
+threaded agent has a store per thread) take turns, each writing everything it queued meanwhile. Without
+turns, 16 recalling stores kept the engine's write pool (2 threads on 2 cores) ~10 bulks deep, and a
+remember's own `_bulk` queued behind them (docs/results/mixed-load.txt).
 """
 from __future__ import annotations
 
@@ -28,8 +33,10 @@ EXIT_WAIT = 10.0
 class Reheater:
     """Writes reheat `ScriptOp`s through `run` (Catalog.run_scripts), in the background or inline."""
 
-    def __init__(self, run: Callable[[Sequence[ScriptOp]], Sequence[Mapping[str, Any]]], background: bool = True):
+    def __init__(self, run: Callable[[Sequence[ScriptOp]], Sequence[Mapping[str, Any]]], background: bool = True,
+                 turn: threading.Lock | None = None):
         self.run, self.background = run, background
+        self._turn = turn or threading.Lock()  # shared by the background writers of one index (`turn`)
         self.written = self.failed = 0
         self._queue: list[ScriptOp] = []
         self._errors: list[str] = []
@@ -71,14 +78,16 @@ class Reheater:
                 if not self._cond.wait_for(lambda: bool(self._queue), IDLE_SECONDS):
                     self._thread = None
                     return
-                batch, self._queue = self._queue, []
                 self._busy = True
-            try:
-                self._write(batch)
-            finally:
+            with self._turn:  # what queues while another store's write-back runs joins this one's batch
                 with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+                    batch, self._queue = self._queue, []
+                try:
+                    self._write(batch)
+                finally:
+                    with self._cond:
+                        self._busy = False
+                        self._cond.notify_all()
 
     def _write(self, batch: list[ScriptOp]) -> None:
         try:
@@ -99,6 +108,14 @@ class Reheater:
 
 
 _LIVE: "weakref.WeakSet[Reheater]" = weakref.WeakSet()
+_TURNS: "weakref.WeakKeyDictionary[object, dict[str, threading.Lock]]" = weakref.WeakKeyDictionary()
+_TURNS_LOCK = threading.Lock()
+
+
+def turn(engine: object, index: str) -> threading.Lock:
+    """The process's one background write-back turn for `index` through `engine`."""
+    with _TURNS_LOCK:
+        return _TURNS.setdefault(engine, {}).setdefault(index, threading.Lock())
 
 
 def flush_all(timeout: float | None = None) -> bool:
