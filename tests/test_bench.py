@@ -226,3 +226,33 @@ def test_cli_inspector_reports_each_page_and_leaves_the_prefix_alone(engine: Eng
     assert report["target"]["met"] in (True, False)
     assert engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"}) == []
     assert mine.count("me") == 1 and check(engine, installed) == []
+
+
+@pytest.mark.slow
+@pytest.mark.plain_http  # the `esmem serve` child connects by URL only
+def test_cli_mixed_runs_every_phase_on_both_paths_without_errors_and_leaves_the_prefix_alone(
+        engine: Engine, installed: str) -> None:
+    mine = MemoryStore(engine, installed)
+    mine.remember("my own memory: the standup moved to 10:00", "me", importance=5)
+    res = _bench(engine, installed, "--mixed", "--sizes", "300", "--seconds", "1", "--recall-clients", "2",
+                 "--remember-clients", "1", "--json")
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["config"]["recall_clients"] == 2 and report["config"]["remember_clients"] == 1
+    assert set(report["paths"]) == {"library", "serve"}
+    for path, phases in report["paths"].items():
+        assert {name: sorted(p["ops"]) for name, p in phases.items()} == {
+            "remember alone": ["remember"], "recall alone": ["recall"], "mixed": ["recall", "remember"]}, path
+        for name, p in phases.items():
+            for op, o in p["ops"].items():
+                assert o["errors"] == 0 and o["first_error"] is None, (path, name, op, o["first_error"])
+                assert o["n"] > 0 and 0 < o["p50"] <= o["p99"], (path, name, op)
+    assert {(r["ratio"], r["op"]) for r in report["ratios"]} >= {
+        ("mixed / remember alone", "remember"), ("mixed / recall alone", "recall"),
+        ("serve / library, mixed", "remember"), ("serve / library, mixed", "recall")}
+    assert [(t["target"], t["scope"]) for t in report["targets"]] == [
+        ("remember p50 <= 100 ms", "library"), ("recall p99 <= 100 ms", "library"),
+        ("remember p50 <= 100 ms", "serve"), ("recall p99 <= 100 ms", "serve"),
+        ("serve adds <= 2 ms p50 (remember)", "mixed"), ("serve adds <= 2 ms p50 (recall)", "mixed")]
+    assert engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"}) == []
+    assert mine.count("me") == 1 and check(engine, installed) == []

@@ -110,14 +110,26 @@ def targets_table(report: Mapping[str, Any]) -> Table:
               "first size (embedding time apart, ingest with vectors, bytes per memory).")
 @click.option("--inspector", is_flag=True, help="Instead, the inspector's memories page and recall playground over "
               "HTTP (p50/p95) with the first size's memories in one namespace (needs esmem[serve]).")
+@click.option("--mixed", is_flag=True, help="Instead, recall and remember clients at once on the first size's memories in "
+              "one namespace, through the library and through `esmem serve` (needs esmem[serve] and httpx).")
+@click.option("--recall-clients", type=click.IntRange(1, 256), default=16, show_default=True,
+              help="With --mixed: client threads that recall.")
+@click.option("--remember-clients", type=click.IntRange(1, 256), default=4, show_default=True,
+              help="With --mixed: client threads that remember.")
+@click.option("--seconds", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
+              help="With --mixed: how long each phase runs (remember alone, recall alone, both).")
+@click.option("--library-only", is_flag=True, help="With --mixed: leave out the `esmem serve` path.")
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
            merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None, skip_naive: bool,
-           embedder: str | None, inspector: bool) -> None:
+           embedder: str | None, inspector: bool, mixed: bool, recall_clients: int, remember_clients: int,
+           seconds: float, library_only: bool) -> None:
     """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
     fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
     if inspector:
         return bench_inspector(ctx, sizes[0], queries, seed, as_json)
+    if mixed:
+        return bench_mixed(ctx, sizes[0], recall_clients, remember_clients, seconds, k, seed, not library_only, as_json)
     if namespaces > min(sizes):
         raise click.BadParameter(f"{namespaces} namespaces do not fit {min(sizes)} memories", param_hint="--namespaces")
     if embedder:
@@ -159,6 +171,69 @@ def bench_inspector(ctx: click.Context, size: int, queries: int, seed: int, as_j
         table.add_row(name, str(p["n"]), f"{p['p50']:.1f}", f"{p['p95']:.1f}", f"{p['p99']:.1f}")
     out.print(table)
     out.print(f"target: list and playground p50 < 300 ms: {'met' if report['target']['met'] else 'NOT met'}")
+
+
+def _connection_env(ctx: click.Context) -> dict[str, str]:
+    """The connection options of this command as the environment of a child `esmem` process (never
+    argv, where other users of the machine could read a URL's password)."""
+    env = {"ESMEM_URL": ctx.obj["url"]} if ctx.obj["url"] else {}
+    for name, value in (ctx.obj.get("connection") or {}).items():
+        if name == "verify_certs" and value is False:
+            env["ESMEM_VERIFY_CERTS"] = "false"
+        elif value is not None and name != "verify_certs":
+            env[f"ESMEM_{name.upper()}"] = str(value)
+    return env
+
+
+def bench_mixed(ctx: click.Context, size: int, recalls: int, remembers: int, seconds: float, k: int, seed: int,
+                serve: bool, as_json: bool) -> None:
+    """`esmem bench --mixed`: esmem.apps.bench_mixed on one namespace of `size` memories."""
+    from esmem.apps.bench_mixed import POOLS, run_mixed
+    from esmem.cli.common import err
+
+    if serve:
+        try:
+            import fastapi, httpx, uvicorn  # noqa: F401, E401 - checked before the run, not after the library path
+        except ImportError:
+            fail("the serve path of --mixed needs esmem[serve] and httpx (or pass --library-only)")
+    try:
+        with err.status("bench") as status:
+            report = run_mixed(_engine(ctx), ctx.obj["prefix"], size=size, recalls=recalls, remembers=remembers,
+                               seconds=seconds, k=k, seed=seed, serve=serve, serve_env=_connection_env(ctx),
+                               advance=lambda stage: status.update(stage))
+    except EsmemError as e:
+        fail(str(e))
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    cfg = report["config"]
+    table = Table(title=f"mixed load, client wall ms ({report['engine']}, {cfg['size']} memories in {cfg['namespace']}, "
+                        f"{cfg['seconds']:.0f} s per phase, k={cfg['k']}; engine pools: mean active/queued)")
+    for col in ("path", "phase", "op", "clients", "n", "per s", "p50", "p95", "p99", "errors", *POOLS):
+        table.add_column(col, justify="left" if col in ("path", "phase", "op") else "right")
+    for path, phases in report["paths"].items():
+        for name, ph in phases.items():
+            pools = [f"{ph['pools'][p]['active']:.1f}/{ph['pools'][p]['queue']:.1f}" if p in ph["pools"] else "-"
+                     for p in POOLS]
+            for n, (op, o) in enumerate(ph["ops"].items()):
+                table.add_row(path, name, op, str(o["clients"]), str(o["n"]), f"{o['per_second']:.1f}",
+                              f"{o['p50']:.1f}", f"{o['p95']:.1f}", f"{o['p99']:.1f}", str(o["errors"]),
+                              *(pools if n == 0 else [""] * len(POOLS)))
+        table.add_section()
+    out.print(table)
+    ratios = Table(title="ratios")
+    for col in ("ratio", "op", "p50", "p99"):
+        ratios.add_column(col, justify="left" if col in ("ratio", "op") else "right")
+    for r in report["ratios"]:
+        ratios.add_row(f"{r['path']}: {r['ratio']}" if r["ratio"].startswith("mixed") else r["ratio"], r["op"],
+                       *("-" if r[q] is None else f"{r[q]:.2f}" for q in ("p50", "p99")))
+    out.print(ratios)
+    for path, phases in report["paths"].items():
+        for name, ph in phases.items():
+            for op, o in ph["ops"].items():
+                if o["first_error"]:
+                    out.print(f"{path}, {name}, {op}: {o['errors']} errors, the first: {o['first_error']}")
+    out.print(targets_table({"runs": [{"size": cfg["size"], "targets": report["targets"]}]}))
 
 
 bench_cmd = click.command("bench")(_bench)
