@@ -1,7 +1,8 @@
 """Why remember stalls under concurrent recall: 4 remember threads alone, then with 16 recall threads,
 with the recalls' reheat on (one store per thread, as the library's users run it), off, and on
 through one shared store (one reheat writer). For each: latencies, the engine's refresh/search/write
-thread pools (sampled every 0.25 s), and where a remember's time goes, per REST call.
+thread pools (sampled every 0.25 s), and where a remember's time goes, per REST call and waiting for a
+refresh (a coalesced refresh is waited for without sending one: that wait is not in the REST calls).
 
     PYTHONPATH=. python docs/results/mixed_load.py http://127.0.0.1:59927 5000 15 > docs/results/mixed-load.txt
 """
@@ -21,6 +22,7 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.engine import Engine
 from esmem.index.install import install, uninstall
+from esmem.index.refresh import Refreshes
 
 URL, SIZE, SECONDS = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 WRITERS, READERS = 4, 16
@@ -45,6 +47,22 @@ def timed(self, method, path, body=None, params=None):  # what each remember spe
 
 
 Engine._call = timed
+_share = Refreshes.__call__
+
+
+def shared(self):  # a refresh asked for, sent or joined (coalesced): what the caller waited
+    t = time.perf_counter()
+    try:
+        return _share(self)
+    finally:
+        if getattr(local, "run", None):
+            with lock:
+                e = spent[(local.run, "refresh wait (coalesced)")]
+                e[0] += 1
+                e[1] += time.perf_counter() - t
+
+
+Refreshes.__call__ = shared
 
 
 def sentence(r: random.Random) -> str:
