@@ -31,6 +31,8 @@ from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.values import utcnow
 
+TOMBSTONE = "Forgotten at the user's request"  # how a tombstone of `forget` begins (counted by growth)
+
 
 class MemoryStore:
     """Memories of every namespace under one installed prefix. Constructing one does no I/O."""
@@ -153,7 +155,7 @@ class MemoryStore:
         target = self.get(namespace, memory_id)
         if target.status != "active":
             raise InvalidInput(f"memory {memory_id} is {target.status}, not active: nothing to forget")
-        note = f"Forgotten at the user's request{': ' + reason.strip() if reason and reason.strip() else ''}"
+        note = f"{TOMBSTONE}{': ' + reason.strip() if reason and reason.strip() else ''}"
         r = self._tombstones.write([MemoryInput(note, namespace, kind=target.kind, importance=1, source="agent",
                                                 supersedes=memory_id, metadata={"tombstone": True},
                                                 external_id=target.external_id)])[0]
