@@ -5,6 +5,7 @@ Read: template params -> one `_msearch/template` call -> MMR -> recent-N -> rehe
 """
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
@@ -205,6 +206,26 @@ class MemoryStore:
         self.flush()
         return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
                                 vectors=vectors, progress=progress)
+
+    def export_to(self, path: str, namespaces: Sequence[str], *, all_versions: bool = False, vectors: bool = True,
+                  resume: bool = False, progress: Callable[[int], None] | None = None,
+                  start: Callable[[exporting.Resume], None] | None = None) -> int:
+        """`export` into the file at `path`; with `resume`, continue an interrupted export of the same
+        namespaces and options in that file (no line twice, none missing: a truncated last line is
+        written again; `start(point)` is told where it continues). How many memories the file holds."""
+        point = exporting.resume_point(path, namespaces, all_versions=all_versions, vectors=vectors) if resume \
+            else exporting.Resume(None, 0, 0, False)
+        if point.after_id is not None and not self.catalog.ids_ordered:
+            raise InvalidInput(f"{self.engine.info} exports in shard order, not by id: an interrupted export "
+                               "cannot resume there; export again")
+        if start:
+            start(point)
+        self.flush()
+        if point.offset:
+            os.truncate(path, point.offset)
+        with open(path, "a" if point.offset else "w", encoding="utf-8") as out:
+            return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
+                                    vectors=vectors, progress=progress, resume=point)
 
     def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None,
                        total: Callable[[int], None] | None = None) -> exporting.Restored:
