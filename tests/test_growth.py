@@ -65,6 +65,19 @@ def test_versions_and_bytes_match_the_engines_own_numbers(engine: Engine, histor
     assert (g.active, g.versions) == (8, 11)
     assert g.bytes_per_memory == pytest.approx(size / 8)  # every byte of the index over the active memories
     assert g.projected_bytes == pytest.approx(1000 * size / 8)
+    assert growth(history, rate=100, days=30).projected_rate_bytes == pytest.approx(size + 3000 * size / docs)
+
+
+def test_every_write_but_a_duplicate_adds_one_document(engine: Engine, history: MemoryStore) -> None:
+    """The premise of the projection by write rate: a new memory and a supersede add one document each
+    (the replaced version stays), a duplicate adds none."""
+    before = growth(history).index_documents
+    first = history.remember("The build server runs on a Mac mini in the office", "b", kind="fact", valid_from=NOW - DAY)
+    moved = history.remember("The build server now runs on a rented Linux box in the office", "b", kind="fact",
+                             valid_from=NOW - DAY / 2)
+    again = history.remember("The build server now runs on a rented Linux box in the office", "b", kind="fact")
+    assert (first.action, moved.action, again.action) == ("added", "superseded", "duplicate")
+    assert growth(history).index_documents == before + 2
 
 
 def test_one_namespace_and_the_cli(engine: Engine, installed: str, history: MemoryStore) -> None:
@@ -88,7 +101,13 @@ def test_bad_arguments(engine: Engine, installed: str, store: MemoryStore) -> No
         growth(store, project=0)
     with pytest.raises(InvalidInput):
         growth(store, "bad namespace!")
+    with pytest.raises(InvalidInput):
+        growth(store, rate=0)
+    with pytest.raises(InvalidInput):
+        growth(store, rate=10, days=0)
     res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "stats", "--project", "5"])
     assert res.exit_code == 2 and "--growth" in res.output
+    res = CliRunner().invoke(cli, ["--url", engine.url, "--prefix", installed, "stats", "--growth", "--rate", "-1"])
+    assert res.exit_code == 2 and "--rate" in res.output
     empty = growth(store)
     assert empty.namespaces == () and empty.bytes_per_memory == 0.0

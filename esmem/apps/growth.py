@@ -1,5 +1,6 @@
 """What an installation's memories cost on disk and how that grows: versions per active memory (history
-is never deleted until erase or retention), bytes per memory, and the size at a given number of memories.
+is never deleted until erase or retention), bytes per memory, and the size at a given number of memories
+or after a given time at a given write rate.
 
 Bytes come from the engine's own index statistics (`_stats/store,docs` of the primaries, after a
 refresh): `bytes_per_document` = store.size_in_bytes / docs.count over the whole index. The index
@@ -54,6 +55,9 @@ class Growth:
     bytes_per_memory: float        # bytes per active memory, its history included
     projected_memories: int | None
     projected_bytes: float | None  # projected_memories x bytes_per_memory
+    rate: float | None             # writes per day (each one that is not a duplicate adds a document)
+    days: int                      # over how many days `rate` is projected
+    projected_rate_bytes: float | None  # store_bytes + rate x days x bytes_per_document
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -72,11 +76,18 @@ def _namespace(name: str, counts: dict[str, int], outdated: int, forgotten: int,
         bytes_per_memory=nbytes / active if active else 0.0)
 
 
-def growth(store: MemoryStore, namespace: str | None = None, *, project: int | None = None) -> Growth:
-    """Versions and bytes per namespace (one, or every namespace of the prefix), and the size at
-    `project` active memories at today's bytes per memory (history included)."""
+def growth(store: MemoryStore, namespace: str | None = None, *, project: int | None = None,
+           rate: float | None = None, days: int = 365) -> Growth:
+    """Versions and bytes per namespace (one, or every namespace of the prefix), the size at `project`
+    active memories at today's bytes per memory (history included), and the size after `days` days of
+    `rate` writes a day: every write that is not a duplicate adds one document (a superseded version
+    stays), so the index grows by rate x days documents at today's bytes per document."""
     if project is not None and (isinstance(project, bool) or not isinstance(project, int) or project < 1):
         raise InvalidInput(f"project must be a positive integer, got {project!r}")
+    if rate is not None and (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not rate > 0):
+        raise InvalidInput(f"rate must be a positive number of writes per day, got {rate!r}")
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise InvalidInput(f"days must be a positive integer, got {days!r}")
     if namespace:
         check_namespace(namespace)
     store.flush()
@@ -97,4 +108,5 @@ def growth(store: MemoryStore, namespace: str | None = None, *, project: int | N
         prefix=store.names.prefix, namespace=namespace, index_documents=docs, deleted_documents=deleted,
         store_bytes=size, bytes_per_document=per_doc, namespaces=spaces, active=active, versions=versions,
         versions_per_active=versions / active if active else 0.0, bytes_per_memory=per_memory,
-        projected_memories=project, projected_bytes=project * per_memory if project else None)
+        projected_memories=project, projected_bytes=project * per_memory if project else None,
+        rate=rate, days=days, projected_rate_bytes=size + rate * days * per_doc if rate else None)

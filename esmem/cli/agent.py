@@ -73,17 +73,21 @@ def config_cmd(ctx: click.Context, path: str | None, file_alias: str | None, set
               help="Show growth instead: versions and bytes per namespace, from the index's own statistics.")
 @click.option("--project", type=click.IntRange(1), default=None,
               help="With --growth: the index size at this many active memories, at today's bytes per memory.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --growth: the index size after --days days of this many writes a day.")
+@click.option("--days", type=click.IntRange(1), default=365, show_default=True,
+              help="With --growth --rate: how many days to project.")
 @click.pass_context
 def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool, plot_path: Path | None,
-              growth: bool, project: int | None) -> None:
+              growth: bool, project: int | None, rate: float | None, days: int) -> None:
     """Monitoring: memories by kind/status, hit analysis, age of recalled memories, merges; or, with
     --growth, what the memories cost on disk and how that grows."""
     from esmem.cli.common import _store
 
-    if project is not None and not growth:
-        raise click.UsageError("--project needs --growth")
+    if (project is not None or rate is not None) and not growth:
+        raise click.UsageError("--project and --rate need --growth")
     if growth:
-        _print_growth(compute_growth(_store(ctx), namespace, project=project), as_json)
+        _print_growth(compute_growth(_store(ctx), namespace, project=project, rate=rate, days=days), as_json)
         return
     st = collect(_store(ctx), namespace, top=top)
     if plot_path:
@@ -124,6 +128,9 @@ def _print_growth(g: Growth, as_json: bool) -> None:
     if g.projected_memories is not None and g.projected_bytes is not None:
         click.echo(f"projected: {g.projected_memories} active memories -> {g.projected_bytes / 2**20:.1f} MiB "
                    f"({g.projected_bytes:.0f} bytes, primaries, without replicas)")
+    if g.rate is not None and g.projected_rate_bytes is not None:
+        click.echo(f"projected: {g.rate:g} writes a day for {g.days} days -> {g.projected_rate_bytes / 2**20:.1f} MiB "
+                   f"({g.projected_rate_bytes:.0f} bytes, primaries, without replicas)")
 
 
 @click.command("context")
