@@ -7,7 +7,8 @@ from esmem.domain.types import Memory, MemoryInput, Recalled, RecallResult, Writ
 from esmem.errors import EsmemError
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
-from esmem.index.install import check, install, uninstall
+from esmem.domain.installation import check, install
+from esmem.index.install import uninstall
 
 __version__ = "0.1.0"
 __all__ = ["AsyncMemoryStore", "ConnectionConfig", "Engine", "EsmemError", "Memory", "MemoryInput", "MemoryStore", "MergePolicy", "RecallParams",

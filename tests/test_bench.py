@@ -20,7 +20,7 @@ from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
-from esmem.index.install import check
+from esmem.domain.installation import check
 from esmem.values import KINDS, epoch_ms, parse_time
 
 NOW = datetime(2026, 10, 8, tzinfo=timezone.utc)

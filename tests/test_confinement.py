@@ -34,7 +34,8 @@ from esmem.errors import EngineError, EsmemError, IdTaken, InvalidInput
 from esmem.index.connection import ENV, ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.index.grant import grant, revoke
-from esmem.index.install import Names, current_index, install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import Names, current_index, uninstall
 from esmem.values import utcnow
 
 from test_write_integrity import dump  # the normalised dump of a namespace

@@ -18,7 +18,8 @@ import pytest
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory, MemoryInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 from esmem.values import parse_time
 
 NOW = parse_time("2026-11-01T12:00:00Z")

@@ -31,7 +31,8 @@ from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.connection import ENV, ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.index.grant import dls_query, elasticsearch_role_descriptor, grant, revoke, role_body
-from esmem.index.install import Names, install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import Names, uninstall
 
 A, B = "alpha-ns", "bravo-ns"
 MARK = "zebrasecret"  # only in B's contents; queries use it to try to match them

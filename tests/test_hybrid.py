@@ -18,7 +18,8 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.engine import Engine
-from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding, uninstall
+from esmem.domain.installation import check, install
+from esmem.index.install import KNN_TEMPLATE, installed_embedding, uninstall
 from esmem.values import epoch_ms, parse_time
 from semantic_support import embedder, minilm
 

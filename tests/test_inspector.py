@@ -34,7 +34,8 @@ from esmem.engines import embedded
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.index.grant import grant, revoke
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 from listening import free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]

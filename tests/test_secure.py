@@ -26,7 +26,8 @@ from esmem.errors import AuthenticationFailed, EsmemError, TLSFailure
 from esmem.index.connection import ENV, ConnectionConfig, InsecureTLSWarning
 from esmem.index.engine import Engine
 from esmem.index.grant import grant, revoke
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 
 
 def _hostport(url: str) -> str:

@@ -21,7 +21,8 @@ from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidParameter
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
-from esmem.index.install import artifacts, install, uninstall
+from esmem.domain.installation import artifacts, install
+from esmem.index.install import uninstall
 
 pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib)
 

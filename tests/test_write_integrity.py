@@ -30,7 +30,7 @@ from esmem.domain.validate import memory_id
 from esmem.engines import embedded
 from esmem.errors import ConfigError, EngineError, EsmemError, EsmemWarning, IdTaken, InvalidInput, InvalidItem
 from esmem.index.engine import Engine
-from esmem.index.install import install
+from esmem.domain.installation import install
 from esmem.values import parse_time
 
 from relay import Relay  # tests/relay.py (tests/ is on sys.path under pytest)

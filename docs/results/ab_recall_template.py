@@ -24,7 +24,8 @@ import time
 
 from esmem.apps import bench
 from esmem.index.engine import Engine
-from esmem.index.install import MUSTACHE_OPTIONS, install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import MUSTACHE_OPTIONS, uninstall
 from esmem.domain.merge import MergePolicy
 from esmem.values import iso, utcnow
 

@@ -20,7 +20,8 @@ from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 
 URL, SIZE, SECONDS = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 WRITERS, READERS = 4, 16

@@ -2,7 +2,8 @@
 import json, os, statistics, time, urllib.request, uuid
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 url = os.environ["ESMEM_URL"]
 def get(p):
     return json.load(urllib.request.urlopen(url + p))

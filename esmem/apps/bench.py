@@ -39,7 +39,8 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 from esmem.values import utcnow
 
 # -- vocabulary --------------------------------------------------------------------------------

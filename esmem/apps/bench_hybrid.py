@@ -23,7 +23,8 @@ from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.index.install import KNN_TEMPLATE, install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import KNN_TEMPLATE, uninstall
 from esmem.values import epoch_ms, utcnow
 
 HYBRID_PATHS = {"a": "BM25 match (floor)", "b": "recall template", "c": "MemoryStore.recall lexical",

@@ -24,7 +24,8 @@ from esmem.apps.timing import percentiles
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 
 _NEXT = re.compile(r'id="next" href="([^"]+)"')
 

@@ -8,7 +8,8 @@ from esmem.apps.evaluate import load_dataset
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import RecallResult, WriteResult
 from esmem.index.engine import Engine
-from esmem.index.install import InstallReport, install
+from esmem.domain.installation import install
+from esmem.index.install import InstallReport
 from esmem.index.templates import assets_root
 
 

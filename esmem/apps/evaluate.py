@@ -26,7 +26,8 @@ from esmem.domain.types import MemoryInput, Recalled
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.domain.installation import install
+from esmem.index.install import uninstall
 from esmem.values import iso, parse_bool, parse_time
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import FUSION_KEYS, LEXICAL, Fusion, fusion_from_strings, spec

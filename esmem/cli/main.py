@@ -24,8 +24,8 @@ from esmem.domain.ranking import RecallParams, params_from_strings
 from esmem.domain.types import RecallResult
 from esmem.engines import embedded
 from esmem.errors import EngineError, EsmemError, InvalidInput, InvalidItem, TemplateRenderError
-from esmem.index.install import check as check_drift
-from esmem.index.install import install as install_artifacts
+from esmem.domain.installation import check as check_drift
+from esmem.domain.installation import install as install_artifacts
 from esmem.values import KINDS, iso, parse_time, utcnow
 
 

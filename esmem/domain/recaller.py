@@ -22,7 +22,7 @@ from esmem.domain.types import Memory, Recalled, RecallResult
 from esmem.domain.lookup import MAX_QUERY_TERMS
 from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.catalog import Catalog, ScriptOp, Search
-from esmem.index.install import installed_policy
+from esmem.domain.installation import installed_policy
 from esmem.tracing import span
 from esmem.values import check_memory_id, check_namespace, epoch_ms, iso, parse_time
 
