@@ -427,9 +427,10 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
         store = _store(ctx)
         with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
             task = bar.add_task(f"restoring {file.name}", total=None)
-            done = store.restore_export(str(file), progress=lambda n: bar.advance(task, n),
-                                        total=lambda n: bar.update(task, total=n))
-        click.echo(f"{done.restored} memories restored" + (f", {done.existed} already there" if done.existed else ""))
+            restored = store.restore_export(str(file), progress=lambda n: bar.advance(task, n),
+                                            total=lambda n: bar.update(task, total=n))
+        click.echo(f"{restored.restored} memories restored"
+                   + (f", {restored.existed} already there" if restored.existed else ""))
         return
     items, line_of = read_jsonl(str(file), namespace)
     store = _store(ctx, merge=MergePolicy(enabled=not no_merge))
@@ -668,12 +669,13 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
     from esmem.apps import plots
     from esmem.domain.embedding import load_embedder
 
-    if (dataset is None) == (locomo is None):
+    source = locomo or dataset
+    if source is None or (dataset is not None and locomo is not None):
         fail("give either a DATASET file or --locomo DIR")
     if plot:
         plots.require()  # before the run, not after it
     dropped: list[str] = []
-    data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    data = ev.locomo_dataset(source, dropped) if locomo else ev.load_dataset(source)
     saved = load_saved(compare) if compare else None
     if dropped:
         err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))

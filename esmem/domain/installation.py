@@ -19,7 +19,7 @@ from esmem.domain.ranking import CLIENT_KNOBS, RecallParams, default_values, tem
 from esmem.errors import NotInstalled
 from esmem.index import install as index
 from esmem.index.engine import Engine
-from esmem.index.install import KEEP, Artifact, InstallReport, Names, TemplateDefaults, installed_script
+from esmem.index.install import KEEP, Artifact, InstallReport, Keep, Names, TemplateDefaults, installed_script
 from esmem.values import KINDS
 
 
@@ -45,7 +45,7 @@ def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *
 
 def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, shards: int = 1, replicas: int = 0,
             params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = (),
-            embedding: Mapping[str, Any] | None | str = KEEP) -> InstallReport:
+            embedding: Mapping[str, Any] | None | Keep = KEEP) -> InstallReport:
     """PUT what is missing or different; create the versioned index + alias if missing. `params`
     (a policy's RecallParams, default esmem's) become the defaults of the stored templates.
     `embedding` ({"name", "dimensions"}; None = lexical only; default: keep the live index's) sizes
@@ -56,7 +56,7 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
 
 
 def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
-          evergreen_kinds: tuple[str, ...] = (), embedding: Mapping[str, Any] | None | str = KEEP) -> list[str]:
+          evergreen_kinds: tuple[str, ...] = (), embedding: Mapping[str, Any] | None | Keep = KEEP) -> list[str]:
     """What differs between the cluster and the repo rendered with the policy (`params`, default
     esmem's), one line per installed default that differs and one per artifact ([] = no drift)."""
     drift: list[str] = []
@@ -89,8 +89,9 @@ def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
     found = _CLIENT.search(source)
     client = json.loads(found.group(1)) if found else {}
     def rendered(**params: Any) -> dict[str, Any]:
-        return engine.request("POST", "/_render/template", {"id": name, "params": {"namespace": "n", "query": "q",
-                                                                                   **params}})["template_output"]
+        output: dict[str, Any] = engine.request("POST", "/_render/template", {
+            "id": name, "params": {"namespace": "n", "query": "q", **params}})["template_output"]
+        return output
 
     try:
         out = rendered()
@@ -102,7 +103,9 @@ def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
 
 def _fused(out: dict[str, Any]) -> dict[str, Any]:
     rescore = out.get("rescore")  # the fusion as a rescore of the relevance top-N, or of every match
-    return rescore["query"]["rescore_query"]["function_score"] if rescore else out["query"]["function_score"]
+    fused: dict[str, Any] = (rescore["query"]["rescore_query"]["function_score"] if rescore
+                             else out["query"]["function_score"])
+    return fused
 
 
 def _mnm(out: dict[str, Any]) -> dict[str, Any] | None:
@@ -114,7 +117,8 @@ def _mnm(out: dict[str, Any]) -> dict[str, Any] | None:
 def _gate_on(gate: dict[str, Any]) -> bool:
     """A flag's gate as rendered without the flag: `exists` on the namespace field (every memory) when
     the default is on, on a field no memory has when it is off."""
-    return gate["exists"]["field"] == "namespace"
+    field: str = gate["exists"]["field"]
+    return field == "namespace"
 
 
 def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
@@ -142,11 +146,12 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
     hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
                                        if f["kind"] not in ("", "*")}
     hl.update({kind: None for kind in flat})
-    if sorted(hl) != sorted(KINDS) or not all(hl[k] is None or hl[k].total_seconds() > 0 for k in hl):
+    if sorted(hl) != sorted(KINDS) or not all(d is None or d.total_seconds() > 0 for d in hl.values()):
         raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
     params = RecallParams(
         mode=script["mode"], half_life=None, kind_half_lives=hl,
-        **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma", "question_penalty")},
+        w=float(script["w"]), k=float(script["k"]), c=float(script["c"]), alpha=float(script["alpha"]),
+        beta=float(script["beta"]), gamma=float(script["gamma"]), question_penalty=float(script["question_penalty"]),
         must_not_miss=_mnm(out) is not None and _gate_on(mnm_bool["filter"][0]),
         importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
         must_not_miss_boost=float(mnm["functions"][0]["script_score"]["script"]["params"]["must_not_miss_boost"]),

@@ -71,7 +71,7 @@ class Recaller:
         The stored `recall` template is called as any client calls it: namespace, query, size,
         now (and as_of); explicit `params` (or the store's) are passed as plain overrides, else the
         installed defaults rank."""
-        with span("esmem.recall", **{"esmem.k": k if isinstance(k, int) else -1}) as traced:
+        with span("esmem.recall", {"esmem.k": k if isinstance(k, int) else -1}) as traced:
             result = self._recall(query, namespace, k, params, now, as_of, touch, explain, fusion)
             traced.set_attribute("esmem.results", len(result.items))
             traced.set_attribute("esmem.engine_took_ms", result.engine_took_ms)
@@ -110,7 +110,7 @@ class Recaller:
         fuse = (fusion or self.semantic.fusion) if self.semantic else None
         if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
             searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))  # type: ignore[union-attr]
-        with span("esmem.recall.search", **{"esmem.searches": len(searches)}) as traced:
+        with span("esmem.recall.search", {"esmem.searches": len(searches)}) as traced:
             responses = self.catalog.msearch(searches, "recall")
             traced.set_attribute("esmem.engine_took_ms", float(sum(r.get("took", 0) for r in responses)))
             traced.set_attribute("esmem.candidates", len(responses[0]["hits"]["hits"]))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Final, Literal, Mapping
 
 from esmem.errors import NotFound, NotInstalled
 from esmem.index.engine import Engine
@@ -76,16 +76,18 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-KEEP = "keep"  # install's `embedding` default: whatever embedder the live index has (none on a fresh install)
+KEEP: Final = "keep"  # install's `embedding` default: whatever embedder the live index has (none on a fresh install)
+Keep = Literal["keep"]
 
 
 def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0,
                embedding: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`embedding`: {"name", "dimensions"} of the embedder (esmem.hybrid.spec), or None (lexical only)."""
-    return render_json("templates/index_template.json.j2", {
+    body: dict[str, Any] = render_json("templates/index_template.json.j2", {
         "prefix": prefix, "family": engine.info.family, "major": engine.info.major, "k1": engine.info.K1,
         "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords())),
         "embedding": dict(embedding) if embedding else None})
+    return body
 
 
 def installed_embedding(engine: Engine, prefix: str) -> dict[str, Any] | None:
@@ -98,7 +100,7 @@ def installed_embedding(engine: Engine, prefix: str) -> dict[str, Any] | None:
     return {"name": found["name"], "dimensions": int(found["dimensions"])} if found else None
 
 
-def _embedding(engine: Engine, prefix: str, embedding: Mapping[str, Any] | None | str) -> dict[str, Any] | None:
+def _embedding(engine: Engine, prefix: str, embedding: Mapping[str, Any] | None | Keep) -> dict[str, Any] | None:
     return installed_embedding(engine, prefix) if embedding == KEEP else (dict(embedding) if embedding else None)
 
 
@@ -190,7 +192,8 @@ def installed_script(engine: Engine, name: str) -> str | None:
         return None
     if not resp.get("found", True) or "script" not in resp:
         return None
-    return resp["script"]["source"]
+    source: str = resp["script"]["source"]
+    return source
 
 
 def current_index(engine: Engine, prefix: str) -> str | None:
@@ -204,7 +207,7 @@ def current_index(engine: Engine, prefix: str) -> str | None:
 
 
 def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate: bool = False, shards: int = 1,
-            replicas: int = 0, embedding: Mapping[str, Any] | None | str = KEEP) -> InstallReport:
+            replicas: int = 0, embedding: Mapping[str, Any] | None | Keep = KEEP) -> InstallReport:
     """PUT what is missing or different; create the versioned index + alias if missing. `defaults`
     (rendered from a ranking policy) become the defaults of the stored templates.
     `embedding` ({"name", "dimensions"}; None = lexical only; default: keep the live index's) sizes
@@ -261,7 +264,7 @@ def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate:
 
 
 def check(engine: Engine, prefix: str, defaults: TemplateDefaults, *,
-          embedding: Mapping[str, Any] | None | str = KEEP) -> list[str]:
+          embedding: Mapping[str, Any] | None | Keep = KEEP) -> list[str]:
     """What differs between the cluster and the repo rendered with the policy's `defaults`, one line
     per artifact ([] = no drift).
 
