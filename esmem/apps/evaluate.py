@@ -79,10 +79,12 @@ def parse_dataset(lines: Iterable[str], name: str = "dataset") -> Dataset:
             raise InvalidInput(f"{name}:{n}: each line needs \"type\": \"memory\" or \"query\"")
         raw.append((n, obj))
     first_q = next(((n, o["now"]) for n, o in raw if o["type"] == "query" and "now" in o), None)
-    try:
-        first_now = parse_time(first_q[1]) if first_q else None
-    except InvalidInput as e:
-        raise InvalidInput(f"{name}:{first_q[0]}: {e}") from None
+    first_now = None
+    if first_q:
+        try:
+            first_now = parse_time(first_q[1])
+        except InvalidInput as e:
+            raise InvalidInput(f"{name}:{first_q[0]}: {e}") from None
     memories: list[tuple[str, MemoryInput]] = []
     queries: list[Query] = []
     ids: set[str] = set()
@@ -254,7 +256,7 @@ class Evaluation:
         self.dataset = dataset
         self.embedder = embedder  # memories get vectors; runs with a `fusion` add the kNN leg
         self.base_prefix = prefix or "esmem-eval"
-        self._stores: dict[tuple, tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]] = {}
+        self._stores: dict[tuple[tuple[str, Any], ...], tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]] = {}
 
     def _store(self, merge: MergePolicy) -> tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]:
         key = tuple(sorted(merge.__dict__.items()))
@@ -286,7 +288,7 @@ class Evaluation:
         outcomes = []
         depth = max(config.k, 10)  # ranked deep enough for R@10; the context is the top k
         for q in self.dataset.queries:
-            pinned = ()
+            pinned: tuple[frozenset[str], ...] = ()
             if config.baseline == "recency":
                 hits, took = self._recency(store, q, depth)
             elif config.baseline == "bm25":

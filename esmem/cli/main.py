@@ -576,8 +576,9 @@ def review(ctx: click.Context, namespace: str, replaces: tuple[str, str] | None,
     store = _store(ctx)
     if sum(bool(x) for x in (replaces, coexists, use_judge)) > 1:
         fail("give one of --replaces, --coexists, --judge")
-    if replaces or coexists:
-        older, newer = replaces or coexists  # type: ignore[misc]
+    pair = replaces or coexists
+    if pair:
+        older, newer = pair
         store.settle(namespace, older, newer, "replaces" if replaces else "coexists")
         click.echo(f"{newer} {'replaces' if replaces else 'coexists with'} {older} (recorded on both)")
         return

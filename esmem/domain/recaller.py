@@ -108,8 +108,8 @@ class Recaller:
         if explain:
             searches.append(Search("recall", {**tp, "rel_only": True}, routing=namespace, explain=True))
         fuse = (fusion or self.semantic.fusion) if self.semantic else None
-        if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
-            searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))  # type: ignore[union-attr]
+        if self.semantic and fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
+            searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))
         with span("esmem.recall.search", {"esmem.searches": len(searches)}) as traced:
             responses = self.catalog.msearch(searches, "recall")
             traced.set_attribute("esmem.engine_took_ms", float(sum(r.get("took", 0) for r in responses)))
@@ -139,11 +139,11 @@ class Recaller:
             resolved = resolve(hits, query, p.resolve_overlap, p.resolve_factor, p.resolve_ratio, rel)
             hits, demoted = resolved.hits, resolved.demoted_by
         hits, raised = self._neighbours(hits, namespace, p, now_t)
-        if knn is not None:  # the client-side stages above work on the lexical leg; then the kNN leg joins
+        if fuse and knn is not None:  # the client-side stages above work on the lexical leg; then the kNN leg joins
             if p.pinned:  # a pinned memory earns a ranked slot through the lexical gate only (the pinned section has it)
                 kept = {h["_id"] for h in hits}
                 knn = [h for h in knn if h["_id"] in kept or not is_pinned(h["_source"], p.importance_floor)]
-            hits = hybrid.fuse(hits, knn, fuse)[:max(size, len(hits))]  # type: ignore[arg-type]
+            hits = hybrid.fuse(hits, knn, fuse)[:max(size, len(hits))]
         items = self._rank(hits, k, p, now_t, terms_by_id, raised, demoted)
         recent: tuple[Memory, ...] = ()
         if p.recent_n:
