@@ -15,10 +15,10 @@ from typing import Iterator
 
 import pytest
 
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory, MemoryInput
 from esmem.index.engine import Engine
-from esmem.domain.installation import install
 from esmem.index.install import uninstall
 from esmem.values import parse_time
 

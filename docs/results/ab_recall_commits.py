@@ -20,11 +20,11 @@ import sys
 import time
 
 from esmem.apps.bench import Paths, generate, make_queries
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.domain.installation import install
 from esmem.index.install import uninstall
 
 P = "abc"

@@ -23,8 +23,8 @@ import sys
 import time
 
 from esmem.apps import bench
-from esmem.index.engine import Engine
 from esmem.domain.installation import install
+from esmem.index.engine import Engine
 from esmem.index.install import MUSTACHE_OPTIONS, uninstall
 from esmem.domain.merge import MergePolicy
 from esmem.values import iso, utcnow

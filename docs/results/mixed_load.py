@@ -16,11 +16,11 @@ import uuid
 from collections import defaultdict
 from statistics import median
 
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.engine import Engine
-from esmem.domain.installation import install
 from esmem.index.install import uninstall
 
 URL, SIZE, SECONDS = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])

@@ -19,11 +19,11 @@ from esmem.apps.bench import Paths, Probe, Timings, generate, make_queries, meas
 from esmem.apps.timing import percentiles
 from esmem.domain.embedding import Embedder, embed_checked, quantize
 from esmem.domain.hybrid import spec
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.domain.installation import install
 from esmem.index.install import KNN_TEMPLATE, uninstall
 from esmem.values import epoch_ms, utcnow
 

@@ -21,10 +21,10 @@ from urllib.parse import urlencode
 from esmem.apps.bench import generate, make_queries
 from esmem.apps.inspector import create_ui
 from esmem.apps.timing import percentiles
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
-from esmem.domain.installation import install
 from esmem.index.install import uninstall
 
 _NEXT = re.compile(r'id="next" href="([^"]+)"')

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from esmem.apps.context import namespace_chars
 from esmem.apps.timing import percentiles
+from esmem.domain.installation import install
 from esmem.domain.jsonl import memory_input
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams, params_from_strings
@@ -26,7 +27,6 @@ from esmem.domain.types import MemoryInput, Recalled
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.domain.installation import install
 from esmem.index.install import uninstall
 from esmem.values import iso, parse_bool, parse_time
 from esmem.domain.embedding import Embedder

@@ -20,12 +20,12 @@ from esmem.apps.evaluate import BASELINES
 from esmem.apps.explained import result_json
 from esmem.cli.common import _engine, _pairs, _store, err, fail, out, resolve_query
 from esmem.domain.embedding import MODELS
+from esmem.domain.installation import check as check_drift
+from esmem.domain.installation import install as install_artifacts
 from esmem.domain.ranking import RecallParams, params_from_strings
 from esmem.domain.types import RecallResult
 from esmem.engines import embedded
 from esmem.errors import EngineError, EsmemError, InvalidInput, InvalidItem, TemplateRenderError
-from esmem.domain.installation import check as check_drift
-from esmem.domain.installation import install as install_artifacts
 from esmem.values import KINDS, iso, parse_time, utcnow
 
 
@@ -387,19 +387,41 @@ def explain(ctx: click.Context, query: str | None, messages_path: str | None, na
 @click.option("-n", "--namespace", "namespaces", multiple=True, required=True, help="A namespace (repeatable).")
 @click.option("--all-versions", is_flag=True, help="Every version (history, tombstones), not only active memories.")
 @click.option("--no-vectors", is_flag=True, help="Leave the embeddings out (the target re-embeds, or is lexical).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the export to this file instead of stdout.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted export into --output (same namespaces and options): after its last "
+                   "complete line, a truncated last line written again (OpenSearch: memories are in id order).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary on stderr.")
 @click.pass_context
-def export_(ctx: click.Context, namespaces: tuple[str, ...], all_versions: bool, no_vectors: bool) -> None:
-    """Write the namespaces' memories to stdout as an export file (`esmem import --restore` reads it)."""
+def export_(ctx: click.Context, namespaces: tuple[str, ...], all_versions: bool, no_vectors: bool,
+            output: Path | None, resume: bool, quiet: bool) -> None:
+    """Write the namespaces' memories to stdout (or --output) as an export file (`esmem import --restore`
+    reads it). A progress bar on stderr when it is a terminal."""
     from rich.progress import Progress
 
-    from esmem.domain.export import selection
+    from esmem.domain.export import Resume, selection
 
+    if resume and output is None:
+        fail("--resume continues an export file: give it with --output")
     store = _store(ctx)
-    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+    with Progress(console=err, transient=True, disable=quiet or not err.is_terminal) as bar:
         task = bar.add_task("exporting", total=store.catalog.count_matching(selection(namespaces, all_versions)))
-        count = store.export(sys.stdout, namespaces, all_versions=all_versions, vectors=not no_vectors,
-                             progress=lambda n: bar.advance(task, n))
-    err.print(f"exported {count} memories")
+
+        def started(point: Resume) -> None:
+            bar.update(task, completed=point.count)
+            if point.count and not quiet:
+                err.print(f"resuming after {point.count} memories already in {output}")
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+        if output is None:
+            count = store.export(sys.stdout, namespaces, all_versions=all_versions, vectors=not no_vectors,
+                                 progress=advance)
+        else:
+            count = store.export_to(str(output), namespaces, all_versions=all_versions, vectors=not no_vectors,
+                                    resume=resume, progress=advance, start=started)
+    if not quiet:
+        err.print(f"exported {count} memories" + (f" to {output}" if output else ""))
 
 
 @cli.command("import")

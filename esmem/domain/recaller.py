@@ -12,6 +12,7 @@ from esmem.domain import ranking
 from esmem.domain import hybrid
 from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
+from esmem.domain.installation import installed_policy
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
 from esmem.domain.pinned import gate, is_pinned
 from esmem.domain.reheat import Reheater
@@ -22,7 +23,6 @@ from esmem.domain.types import Memory, Recalled, RecallResult
 from esmem.domain.lookup import MAX_QUERY_TERMS
 from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.catalog import Catalog, ScriptOp, Search
-from esmem.domain.installation import installed_policy
 from esmem.tracing import span
 from esmem.values import check_memory_id, check_namespace, epoch_ms, iso, parse_time
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
-from esmem.errors import EngineError, NotFound
+from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.engine import Engine, ndjson, parameter_error
 from esmem.index.install import Names, require_installed
 from esmem.index.refresh import refreshes
@@ -225,17 +225,20 @@ class Catalog:
         self.refresh()
         return int(self.engine.request("POST", f"/{self.alias}/_count", {"query": dict(query)})["count"])
 
-    def stream(self, query: Mapping[str, Any], *, page: int = 500,
-               source: Mapping[str, Any] | bool = True) -> Iterator[dict[str, Any]]:
+    def stream(self, query: Mapping[str, Any], *, page: int = 500, source: Mapping[str, Any] | bool = True,
+               after_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every hit (`_id`, `_source`) matching `query`, read in pages under one point in time (a
         consistent view while others write) with search_after on a unique sort: constant memory.
         Where the engine refuses a point in time (OpenSearch without the privilege), search_after
-        alone: documents written meanwhile may or may not be included."""
+        alone: documents written meanwhile may or may not be included. On OpenSearch the order is by
+        `_id`, and `after_id` starts after that id (`ids_ordered` says whether this engine can)."""
+        if after_id is not None and not self.ids_ordered:
+            raise InvalidInput(f"{self.engine.info} streams in shard order, not by id: it cannot start after an id")
         pit = self._open_pit()
         opensearch = self.engine.info.family == "opensearch"
         body: dict[str, Any] = {"size": page, "query": dict(query), "_source": source, "track_total_hits": False,
                                 "sort": [{"_id": "asc"} if opensearch else {"_shard_doc": "asc"}]}
-        after: list[Any] | None = None
+        after: list[Any] | None = [after_id] if after_id is not None else None
         try:
             while True:
                 if after is not None:
@@ -254,6 +257,11 @@ class Catalog:
         finally:
             if pit:
                 self._close_pit(pit)
+
+    @property
+    def ids_ordered(self) -> bool:
+        """Whether `stream` reads in `_id` order (OpenSearch; Elasticsearch refuses to sort on `_id`)."""
+        return self.engine.info.family == "opensearch"
 
     def _open_pit(self) -> str | None:
         try:
