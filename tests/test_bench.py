@@ -16,12 +16,13 @@ from click.testing import CliRunner
 from esmem.apps.bench import combine_passes, PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
 from esmem.cli.bench import bench_cmd
 from esmem.domain.analysis import tokens
+from esmem.domain.installation import check
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
 from esmem.errors import NotInstalled
-from esmem.index.install import check, require_installed
+from esmem.index.install import require_installed
 from esmem.values import KINDS, epoch_ms, parse_time
 
 NOW = datetime(2026, 10, 8, tzinfo=timezone.utc)

@@ -14,11 +14,12 @@ from click.testing import CliRunner
 
 from esmem.cli.main import cli
 from esmem.domain.export import records
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")

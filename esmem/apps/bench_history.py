@@ -24,12 +24,13 @@ from datetime import timedelta
 from typing import Any, Callable, Mapping
 
 from esmem.apps.bench import SLOTS, Paths, generate, make_queries, measure_repeated
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.policy import DecayPolicy, Retention
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Catalog
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.values import iso, parse_time
 
 STEP = timedelta(days=30)  # between two versions of one memory

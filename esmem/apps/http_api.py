@@ -80,7 +80,8 @@ def create_app(make_store: Callable[[], MemoryStore], keys: Keyring, *, touch: b
     def store() -> MemoryStore:
         if not hasattr(local, "store"):
             local.store = make_store()
-        return local.store
+        mine: MemoryStore = local.store  # this thread's
+        return mine
 
     bearer = HTTPBearer(auto_error=False, description="An API key from the server's keys file (`esmem serve-key`).")
 

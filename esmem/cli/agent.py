@@ -35,7 +35,7 @@ def config_cmd(ctx: click.Context, path: str | None, file_alias: str | None, set
     """Show the ranking defaults: installed in the cluster (with --url/ESMEM_URL), or of a policy
     file (--policy), or esmem's built-in ones; and the recall parameters they produce."""
     from esmem.cli.common import _engine, _pairs
-    from esmem.index.install import installed_policy
+    from esmem.domain.installation import installed_policy
 
     path = path or file_alias
 
