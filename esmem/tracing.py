@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextvars
 from contextlib import contextmanager, nullcontext
-from typing import Any, Callable, ContextManager, Iterator, TypeVar
+from typing import Any, Callable, ContextManager, Iterator, Mapping, TypeVar, Union
 
 try:
     from opentelemetry import trace as _trace
@@ -27,15 +27,19 @@ class _Quiet:
         pass
 
 
-def span(name: str, *, client: bool = False, **attributes: Any) -> ContextManager[Any]:
-    """A span named `name` (CLIENT kind with `client`) around a block; yields it for more attributes."""
+Attribute = Union[str, bool, int, float]  # what a span attribute may hold (OpenTelemetry's primitive types)
+
+
+def span(name: str, attributes: Mapping[str, Attribute] | None = None, *, client: bool = False) -> ContextManager[Any]:
+    """A span named `name` (CLIENT kind with `client`) around a block, with `attributes` (dotted names);
+    yields it for more attributes."""
     if _trace is None:
         return nullcontext(_Quiet())
-    return _started(name, client, attributes)
+    return _started(name, client, dict(attributes or {}))
 
 
 @contextmanager
-def _started(name: str, client: bool, attributes: dict[str, Any]) -> Iterator[Any]:
+def _started(name: str, client: bool, attributes: dict[str, Attribute]) -> Iterator[Any]:
     tracer = _trace.get_tracer("esmem")
     kind = _trace.SpanKind.CLIENT if client else _trace.SpanKind.INTERNAL
     with tracer.start_as_current_span(name, kind=kind, attributes=attributes) as current:

@@ -33,7 +33,7 @@ def check_memory_id(memory_id: Any) -> str:
         ok = isinstance(memory_id, str) and bool(memory_id.strip()) and len(memory_id.encode("utf-8")) <= 512
     except UnicodeEncodeError:  # a lone surrogate: no id at all
         ok = False
-    if not ok:
+    if not ok or not isinstance(memory_id, str):
         raise InvalidInput(f"a memory id must be a non-empty string of at most 512 bytes, got {memory_id!r}")
     return memory_id
 

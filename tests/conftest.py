@@ -37,12 +37,13 @@ from typing import Iterator
 import pytest
 
 from esmem.domain.hybrid import spec
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.engines import embedded
 from esmem.errors import EsmemError
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine, detect
-from esmem.index.install import current_index, install, uninstall
+from esmem.index.install import current_index, uninstall
 
 # The containers the suite can start (testcontainers, when a Docker API answers): engine name -> the
 # environment variable naming its image, the image without it, and the container's environment.

@@ -16,11 +16,13 @@ from click.testing import CliRunner
 from esmem.apps.bench import combine_passes, PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
 from esmem.cli.bench import bench_cmd
 from esmem.domain.analysis import tokens
+from esmem.domain.installation import check
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
-from esmem.index.install import check
+from esmem.errors import NotInstalled
+from esmem.index.install import require_installed
 from esmem.values import KINDS, epoch_ms, parse_time
 
 NOW = datetime(2026, 10, 8, tzinfo=timezone.utc)
@@ -256,3 +258,24 @@ def test_cli_mixed_runs_every_phase_on_both_paths_without_errors_and_leaves_the_
         ("serve adds <= 2 ms p50 (remember)", "mixed"), ("serve adds <= 2 ms p50 (recall)", "mixed")]
     assert engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"}) == []
     assert mine.count("me") == 1 and check(engine, installed) == []
+
+
+def test_history_bench_compares_the_same_active_memories_and_retention_spares_active_and_pinned(
+        engine: Engine, prefix: str) -> None:
+    from esmem.apps.bench_history import run_history
+
+    report = run_history(engine, prefix, size=200, namespaces=4, queries=4, k=3, seed=2, dead=3)
+    assert report["history"]["written"] == 600
+    assert report["history"]["documents"] == {f"{prefix}-bench-history-0": 200, f"{prefix}-bench-history-3": 800}
+    lat = report["latency"]
+    assert set(lat["paths"]) == {"b0", "b3", "c0", "c3"} and all(p["n"] == 4 for p in lat["paths"].values())
+    assert lat["ratio"]["b"]["p50"] == lat["paths"]["b3"]["p50"] / lat["paths"]["b0"]["p50"]
+    r = report["retention"]
+    assert r["due"] == r["deleted"] > 0 and r["remaining"] == 0
+    assert r["before"]["pinned"] == r["after"]["pinned"] > 0  # pinned: never erased
+    # only active events (the one kind with a time to live) left the active memories
+    assert r["before"]["active"] - r["after"]["active"] == r["before"]["active_event"] - r["after"]["active_event"] > 0
+    assert r["deleted"] - (r["before"]["active"] - r["after"]["active"]) < 600  # part of the history, not all
+    for left in (f"{prefix}-bench-history-0", f"{prefix}-bench-history-3"):  # the bench cleans up after itself
+        with pytest.raises(NotInstalled):
+            require_installed(engine, left)

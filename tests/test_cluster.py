@@ -16,13 +16,14 @@ from typing import Iterator
 
 import pytest
 
+from esmem.domain.installation import check, install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.engines import embedded
 from esmem.errors import EsmemError
 from esmem.index.engine import Engine
-from esmem.index.install import check, install, uninstall
+from esmem.index.install import uninstall
 
 pytestmark = pytest.mark.slow  # every test here starts a two-node cluster of its own
 

@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from esmem.cli.main import cli
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.domain.validate import memory_id
@@ -34,7 +35,7 @@ from esmem.errors import EngineError, EsmemError, IdTaken, InvalidInput
 from esmem.index.connection import ENV, ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.index.grant import grant, revoke
-from esmem.index.install import Names, current_index, install, uninstall
+from esmem.index.install import Names, current_index, uninstall
 from esmem.values import utcnow
 
 from test_write_integrity import dump  # the normalised dump of a namespace

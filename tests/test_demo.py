@@ -4,7 +4,7 @@ from __future__ import annotations
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
-from esmem.index.install import artifacts
+from esmem.domain.installation import artifacts
 
 
 def test_demo_installs_remembers_and_prints_explained_recalls(engine, prefix) -> None:

@@ -24,10 +24,11 @@ import pytest
 
 from esmem.cli.main import cli
 from esmem.domain.hybrid import Fusion
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

@@ -6,11 +6,12 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
+from esmem.domain.installation import install
 from esmem.engines.embedded import free_port
 from esmem.errors import EngineUnavailable, NotFound, UnsupportedEngine
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine, detect
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from fake_root import fake_root  # tests/fake_root.py (tests/ is on sys.path under pytest)
 
 

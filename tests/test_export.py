@@ -13,11 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
+from esmem.domain.export import records
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
@@ -163,3 +165,51 @@ def test_cli_export_then_import_restore(engine: Engine, installed: str, target: 
     assert plain.exit_code == 2 and "--restore" in plain.output  # an export is not merged line by line
     done = runner.invoke(cli, ["--url", engine.url, "--prefix", target, "import", "--restore", str(path)])
     assert done.exit_code == 0 and done.stdout.startswith(f"{len(MEMORIES) - 1} memories restored"), done.output
+
+
+class Interrupted(Exception):
+    """Raised by a progress callback: the export stops mid-way, as a killed one would."""
+
+
+def test_an_interrupted_export_resumes_into_the_same_file_without_duplicates_or_gaps(
+        engine: Engine, installed: str, tmp_path: Path) -> None:
+    from esmem.domain.merge import MergePolicy
+
+    store = _populated(engine, installed)
+    MemoryStore(engine, installed, merge=MergePolicy(enabled=False)).remember_many(  # more than one page (500)
+        [MemoryInput(f"Ticket {i} was filed about the {i % 7}th printer", "exp:bulk") for i in range(1100)])
+    base = ["--url", engine.url, "--prefix", installed, "export", "-n", NS, "-n", "exp:bulk", "--all-versions", "-q"]
+    full, cut = tmp_path / "full.jsonl", tmp_path / "cut.jsonl"
+    assert CliRunner().invoke(cli, [*base, "-o", str(full)]).exit_code == 0
+    assert "--output" in CliRunner().invoke(cli, [*base, "--resume"]).output  # stdout cannot be resumed
+
+    written = 0
+
+    def stop_at_700(n: int) -> None:
+        nonlocal written
+        written += n
+        if written == 700:
+            raise Interrupted
+    with pytest.raises(Interrupted):
+        store.export_to(str(cut), [NS, "exp:bulk"], all_versions=True, progress=stop_at_700)
+    with cut.open("a", encoding="utf-8") as fh:  # a write cut short: half a line, no newline
+        fh.write('{"id":"zzz","memory":{"namespace":"exp:bu')
+    assert len(cut.read_text(encoding="utf-8").splitlines()) == 1 + 700 + 1
+
+    other = CliRunner().invoke(cli, [*base[:5], "-n", NS, "-o", str(cut), "--resume"])
+    assert other.exit_code == 2 and "same namespaces" in other.output  # another selection is refused, file kept
+    resumed = CliRunner().invoke(cli, [*base, "-o", str(cut), "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+
+    whole, again = full.read_text(encoding="utf-8").splitlines(), cut.read_text(encoding="utf-8").splitlines()
+    assert again[1:] == whole[1:] and len(whole) == 1 + len(MEMORIES) - 1 + 1100 + 1  # same lines, same order
+    assert len(set(again[1:-1])) == len(again) - 2 and json.loads(again[-1]) == {"end": True,
+                                                                                 "memories": len(whole) - 2}
+    drop = {"exported_at"}
+    assert {k: v for k, v in json.loads(again[0]).items() if k not in drop} == \
+        {k: v for k, v in json.loads(whole[0]).items() if k not in drop}
+    before = cut.read_bytes()
+    assert CliRunner().invoke(cli, [*base, "-o", str(cut), "--resume"]).exit_code == 0
+    assert cut.read_bytes() == before  # a complete file: nothing to add
+    held = store.count(NS, status=None) + store.count("exp:bulk", status=None)
+    assert sum(1 for _ in records(str(cut))) == held  # a valid export file, every memory of both namespaces

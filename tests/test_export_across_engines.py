@@ -15,10 +15,11 @@ from typing import Iterator
 
 import pytest
 
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory, MemoryInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.values import parse_time
 
 NOW = parse_time("2026-11-01T12:00:00Z")

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 
 from esmem import values
 from esmem.cli.main import cli
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.engines import embedded
 from esmem.engines import embedded_secure
@@ -31,7 +32,7 @@ from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.connection import ENV, ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.index.grant import dls_query, elasticsearch_role_descriptor, grant, revoke, role_body
-from esmem.index.install import Names, install, uninstall
+from esmem.index.install import Names, uninstall
 
 A, B = "alpha-ns", "bravo-ns"
 MARK = "zebrasecret"  # only in B's contents; queries use it to try to match them

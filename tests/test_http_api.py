@@ -424,4 +424,58 @@ def test_without_the_extra_serve_names_the_extra_and_exits_2(engine: Engine, ins
     run = subprocess.run([sys.executable, "-c", hide, "--url", engine.url, "--prefix", installed, "serve", "--keys",
                           str(tmp_path / "keys.json")], capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr.strip().splitlines() == ["error: esmem serve needs FastAPI and uvicorn: pip install 'esmem[serve]'"]
+    assert run.stderr.strip().splitlines() == ["error: esmem serve needs FastAPI, uvicorn and prometheus-client: pip install 'esmem[serve]'"]
+
+
+def _samples(text: str) -> dict[str, float]:
+    """The exposition's sample lines as {'name{labels}': value} (parsed by prometheus_client's parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            out[f"{s.name}{{{labels}}}"] = s.value
+    return out
+
+
+def test_metrics_count_requests_per_route_template_and_status_and_never_name_a_namespace(
+        api: tuple[Api, str]) -> None:
+    a, base = api
+    with client(base, a.alpha) as c, client(base, None) as anonymous:
+        ns = f"/v1/namespaces/{a.a1}"
+        c.post(f"{ns}/memories", json={"content": "The secret word is marmalade"})
+        c.post(f"{ns}/memories/batch", json={"memories": [{"content": "The VPN gateway is in Frankfurt"},
+                                                           {"content": "The secret word is marmalade"}]})
+        for _ in range(3):
+            assert c.post(f"{ns}/recall", json={"query": "secret word", "k": 2}).status_code == 200
+        assert c.post(f"{ns}/recall", json={"k": 2}).status_code == 400  # neither query nor messages
+        assert c.get(f"/v1/namespaces/{a.b1}/memories").status_code == 403
+        assert anonymous.get(f"{ns}/memories").status_code == 401
+        assert c.get("/no/such/path/marmalade").status_code == 404
+        scraped = anonymous.get("/metrics")
+    assert scraped.status_code == 200 and scraped.headers["content-type"].startswith("text/plain")
+    text = scraped.text
+    for secret in (a.a1, a.b1, a.alpha, "alpha", "marmalade", "Frankfurt", "secret word"):
+        assert secret not in text, secret
+    m = _samples(text)
+    route = "/v1/namespaces/{namespace}"
+    assert m[f'esmem_http_requests_total{{method="POST",route="{route}/recall",status="200"}}'] == 3
+    assert m[f'esmem_http_requests_total{{method="POST",route="{route}/recall",status="400"}}'] == 1
+    assert m[f'esmem_http_requests_total{{method="GET",route="{route}/memories",status="403"}}'] == 1
+    assert m[f'esmem_http_requests_total{{method="GET",route="{route}/memories",status="401"}}'] == 1
+    assert m['esmem_http_requests_total{method="GET",route="unmatched",status="404"}'] == 1
+    hist = f'method="POST",route="{route}/recall",status="200"'
+    assert m[f"esmem_http_request_duration_seconds_count{{{hist}}}"] == 3
+    assert m[f'esmem_http_request_duration_seconds_bucket{{le="+Inf",{hist}}}'] == 3
+    assert 0 < m[f"esmem_http_request_duration_seconds_sum{{{hist}}}"] < 60
+    assert m["esmem_recalls_total{}"] == 3 and m["esmem_recall_engine_seconds_count{}"] == 3
+    assert 1 <= m["esmem_recalled_memories_total{}"] <= 6
+    # the third write restates the first: the merge outcome is counted, not the text
+    assert m['esmem_remembered_memories_total{action="added"}'] == 2
+    assert m['esmem_remembered_memories_total{action="duplicate"}'] == 1
+
+
+def test_metrics_can_be_turned_off(engine: Engine, installed: str) -> None:
+    with Served(create_app(lambda: MemoryStore(engine, installed), Keyring([]), metrics=False)) as served:
+        assert httpx.get(f"http://127.0.0.1:{served.port}/metrics", timeout=30).status_code == 404

@@ -12,13 +12,14 @@ from click.testing import CliRunner
 from esmem.cli.main import cli
 from esmem.domain import ranking
 from esmem.domain.hybrid import LEXICAL, Fusion, fuse, fusion_from_strings, minmax, quantize, reembed, spec
+from esmem.domain.installation import check, install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.engine import Engine
-from esmem.index.install import KNN_TEMPLATE, check, install, installed_embedding, uninstall
+from esmem.index.install import KNN_TEMPLATE, installed_embedding, uninstall
 from esmem.values import epoch_ms, parse_time
 from semantic_support import embedder, minilm
 

@@ -27,6 +27,7 @@ from esmem.apps.evaluate import load_dataset
 from esmem.apps.http_api import create_app
 from esmem.apps.inspector import browse, create_ui
 from esmem.cli.main import cli
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
@@ -34,7 +35,7 @@ from esmem.engines import embedded
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.index.grant import grant, revoke
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from listening import free_port, wait_listening
 
 ROOT = Path(__file__).resolve().parents[1]

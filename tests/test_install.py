@@ -5,9 +5,10 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
+from esmem.domain.installation import artifacts, check, install
 from esmem.errors import TemplateRenderError
 from esmem.index.engine import Engine
-from esmem.index.install import Names, artifacts, check, current_index, install, uninstall
+from esmem.index.install import Names, current_index, uninstall
 from esmem.index.templates import render, render_json
 
 pytestmark = pytest.mark.contract  # a container engine beside the embedded ones runs these too

@@ -16,10 +16,14 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.engine import Engine
 from esmem.index.install import uninstall
+from listening import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "guides" / "lifecycle.md"
-SHELL = "esmem() { python -c 'from esmem.cli import main; main()' \"$@\"; }\nset -e\n"
+MAIN = "python -c 'from esmem.cli import main; main()'"
+# `esmem serve ... &` runs the server itself in the background (exec), so the block's `kill $!` stops it
+SHELL = f'esmem() {{ if [ "$1" = serve ]; then exec {MAIN} "$@"; fi; {MAIN} "$@"; }}\nset -e\n'
+STOP_SERVERS = "trap 'kill $(jobs -p) 2>/dev/null' EXIT\n"  # also when a line of the block fails
 
 pytestmark = pytest.mark.fresh_prefix("erase and retention create the prefix's audit index")
 
@@ -51,7 +55,7 @@ def test_the_operations_page_runs_as_written(engine: Engine, installed: str, tmp
         assert done.returncode == 0, done.stdout + done.stderr
         return done.stdout
 
-    export, erase, retention = _blocks("bash")
+    export, resume, erase, retention, growth, metrics = _blocks("bash")
     python, tracing = _blocks("python")
     (toml,) = _blocks("toml")
     try:
@@ -61,6 +65,10 @@ def test_the_operations_page_runs_as_written(engine: Engine, installed: str, tmp
         assert restored.count(None, status=None) == 6 and restored.count("alice") == 3
 
         assert run(python, sys.executable, "-c").split() == ["4", "4"]  # alice's 4 versions, already there
+
+        run(SHELL + resume, "bash", "-c")  # a complete file: the resume adds nothing
+        lines = (tmp_path / "backup.jsonl").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == 1 + 6 + 1 and json.loads(lines[-1]) == {"end": True, "memories": 6}
 
         out = run(SHELL + erase, "bash", "-c")
         assert "(dry run) 1 memories would be erased" in out
@@ -75,6 +83,18 @@ def test_the_operations_page_runs_as_written(engine: Engine, installed: str, tmp
         assert "erased 1 memories; still due after refresh: 0" in out
         seats = store.recall("aisle seats", "alice", 1, touch=False).items[0].memory
         assert [m.content for m in store.history("alice", seats.id)] == ["Alice now prefers aisle seats"]
+
+        lines = run(SHELL + growth, "bash", "-c").splitlines()
+        rows = {line.split()[0]: line.split()[1:] for line in lines}
+        assert rows["alice"] == ["2", "0", "0", "0", "0", "1.00", rows["alice"][-1]]  # history erased above
+        projected = [line.split()[1:6] for line in lines if line.startswith("projected:")]
+        assert projected[0][0] == "1000000" and projected[1][:5] == ["5000", "writes", "a", "day", "for"]
+
+        port = str(free_port())
+        out = run(SHELL + STOP_SERVERS + metrics.replace("8080", port), "bash", "-c")
+        route = "/v1/namespaces/{namespace}/recall"
+        assert f'esmem_http_requests_total{{method="POST",route="{route}",status="200"}} 1.0' in out.splitlines()
+        assert "esmem_recalls_total 1.0" in out.splitlines() and "alice" not in out
 
         names = [line.split()[0] for line in run(tracing, sys.executable, "-c").splitlines()]
         assert names[0] == "esmem.recall" and {"esmem.recall.search", "esmem.recall.rank", "esmem.engine"} <= set(names)

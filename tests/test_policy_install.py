@@ -10,12 +10,12 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
+from esmem.domain.installation import install, installed_policy, policy_drift
 from esmem.domain.merge import MergePolicy
 from esmem.domain.policy import DecayPolicy
 from esmem.domain.ranking import reference_score
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
-from esmem.index.install import install, installed_policy, policy_drift
 from esmem.values import KINDS, parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.engines import embedded
 from esmem.engines import embedded_secure
@@ -26,7 +27,7 @@ from esmem.errors import AuthenticationFailed, EsmemError, TLSFailure
 from esmem.index.connection import ENV, ConnectionConfig, InsecureTLSWarning
 from esmem.index.engine import Engine
 from esmem.index.grant import grant, revoke
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 
 
 def _hostport(url: str) -> str:

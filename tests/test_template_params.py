@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from esmem.domain.installation import artifacts, install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidParameter
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
-from esmem.index.install import artifacts, install, uninstall
+from esmem.index.install import uninstall
 
 pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib)
 

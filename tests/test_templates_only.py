@@ -15,11 +15,12 @@ from esmem.apps import bench
 from esmem.apps.context import build_context
 from esmem.apps.evaluate import Evaluation, RunConfig, load_dataset
 from esmem.apps.stats import collect
+from esmem.domain.installation import install
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 
 pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib, curl, node or a recording transport)
 

@@ -504,8 +504,9 @@ def test_a_long_write_into_new_groups_skips_look_ups_and_decides_as_with_them(en
     that none of the write's earlier ones could merge with is added without a look-up. The results
     (but the candidate scores of those adds) and every stored document equal a run that looks all up."""
     from esmem.apps.bench import generate
+    from esmem.domain.installation import install
     from esmem.domain.novelty import Novelty
-    from esmem.index.install import current_index, install
+    from esmem.index.install import current_index
 
     items = generate(400, 3, seed=1, now=NOW).inputs()
     runs = []

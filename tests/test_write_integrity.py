@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams, params_from_strings
 from esmem.domain.store import MemoryStore
@@ -30,7 +31,6 @@ from esmem.domain.validate import memory_id
 from esmem.engines import embedded
 from esmem.errors import ConfigError, EngineError, EsmemError, EsmemWarning, IdTaken, InvalidInput, InvalidItem
 from esmem.index.engine import Engine
-from esmem.index.install import install
 from esmem.values import parse_time
 
 from relay import Relay  # tests/relay.py (tests/ is on sys.path under pytest)

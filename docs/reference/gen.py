@@ -15,10 +15,11 @@ from typing import Any
 import cog
 
 from esmem.domain.hybrid import Fusion
+from esmem.domain.installation import search_variables
 from esmem.domain.merge import MergePolicy
 from esmem.domain.policy import DecayPolicy
 from esmem.domain.ranking import CLIENT_KNOBS, TEMPLATE_KNOBS, RecallParams
-from esmem.index.install import SEMANTIC_ONLY, search_variables
+from esmem.index.install import SEMANTIC_ONLY
 from esmem.index.templates import assets_root, render
 from esmem.values import KINDS, format_duration
 

@@ -20,18 +20,22 @@ import sys
 import time
 
 from esmem.apps.bench import Paths, generate, make_queries
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 
 P = "abc"
 
 
 def other_template(url: str, checkout: str) -> dict:
     """The other checkout's rendered recall artifact (run there: its code renders its own files)."""
-    code = ("import json\nfrom esmem.index.engine import Engine\nfrom esmem.index.install import artifacts\n"
+    code = ("import json\nfrom esmem.index.engine import Engine\n"
+            # an older checkout keeps `artifacts` in esmem.index.install
+            "try:\n    from esmem.domain.installation import artifacts\n"
+            "except ImportError:\n    from esmem.index.install import artifacts\n"
             f"print(json.dumps([a.body for a in artifacts(Engine({url!r}), {P!r}) if a.name == '{P}-recall'][0]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": checkout, "PATH": "/usr/bin"}, cwd="/")

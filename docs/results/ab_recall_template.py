@@ -23,8 +23,9 @@ import sys
 import time
 
 from esmem.apps import bench
+from esmem.domain.installation import install
 from esmem.index.engine import Engine
-from esmem.index.install import MUSTACHE_OPTIONS, install, uninstall
+from esmem.index.install import MUSTACHE_OPTIONS, uninstall
 from esmem.domain.merge import MergePolicy
 from esmem.values import iso, utcnow
 

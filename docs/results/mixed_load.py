@@ -17,11 +17,12 @@ import uuid
 from collections import defaultdict
 from statistics import median
 
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.index.refresh import Refreshes
 
 URL, SIZE, SECONDS = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])

@@ -1,8 +1,9 @@
 """Cost of one prefix (index) per tenant: install time, shards and disk of an empty tenant (docs/security.md)."""
 import json, os, statistics, time, urllib.request, uuid
+from esmem.domain.installation import install
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 url = os.environ["ESMEM_URL"]
 def get(p):
     return json.load(urllib.request.urlopen(url + p))

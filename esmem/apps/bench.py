@@ -33,13 +33,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from esmem.apps.timing import percentiles
 from esmem.domain import ranking
 from esmem.domain.analysis import tokens
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.values import utcnow
 
 # -- vocabulary --------------------------------------------------------------------------------

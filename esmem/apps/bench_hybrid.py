@@ -17,13 +17,14 @@ from typing import Any, Callable
 
 from esmem.apps.bench import Paths, Probe, Timings, generate, make_queries, measure, store_stats
 from esmem.apps.timing import percentiles
-from esmem.domain.embedding import Embedder, embed_checked
-from esmem.domain.hybrid import quantize, spec
+from esmem.domain.embedding import Embedder, embed_checked, quantize
+from esmem.domain.hybrid import spec
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.index.install import KNN_TEMPLATE, install, uninstall
+from esmem.index.install import KNN_TEMPLATE, uninstall
 from esmem.values import epoch_ms, utcnow
 
 HYBRID_PATHS = {"a": "BM25 match (floor)", "b": "recall template", "c": "MemoryStore.recall lexical",
@@ -38,7 +39,7 @@ def run_hybrid(engine: Engine, prefix: str, embedder: Embedder, *, size: int = 2
     items = corpus.inputs()
     advance("embedding the memories")
     started, cpu = time.perf_counter(), time.process_time()
-    vectors = embed_checked(embedder, [i.content for i in items])
+    vectors = embed_checked(embedder, [i.text for i in items])
     embed_s, cpu_s = time.perf_counter() - started, time.process_time() - cpu
     lex, vec = f"{prefix}-bench-lexical", f"{prefix}-bench-hybrid"
     # CPU seconds too (all of the process's threads): on a machine others are using, wall time
@@ -84,7 +85,7 @@ def _calls(engine: Engine, prefix: str, embedder: Embedder, k: int) -> dict[str,
     lexical = Paths(engine, prefix, k)
     store = MemoryStore(engine, prefix, embedder=embedder)
     lexical_store = MemoryStore(engine, prefix)
-    qvec: dict[str, list[float]] = {}
+    qvec: dict[str, list[int]] = {}
 
     def legs(q: Probe) -> Timings:
         if q.text not in qvec:  # the query's vector is not the engine's time: computed once, outside

@@ -21,10 +21,11 @@ from urllib.parse import urlencode
 from esmem.apps.bench import generate, make_queries
 from esmem.apps.inspector import create_ui
 from esmem.apps.timing import percentiles
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 
 _NEXT = re.compile(r'id="next" href="([^"]+)"')
 

@@ -27,13 +27,14 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from esmem.apps.bench import Probe, generate, make_queries
 from esmem.apps.timing import percentiles
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.reheat import flush_all
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import EsmemError
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.values import iso
 
 OPS = ("remember", "recall")

@@ -46,7 +46,7 @@ def load_saved(path: Path) -> dict[str, dict[str, dict[str, float]]]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InvalidInput(f"cannot read saved run {path}: {e}") from None
-    runs = data.get("runs") if isinstance(data, dict) and "runs" in data else [dict(data, label="esmem")]
+    runs = data["runs"] if isinstance(data, dict) and "runs" in data else [dict(data, label="esmem")]
     try:
         return {r["label"]: {"overall": r["overall"], **r["groups"]} for r in runs}
     except (KeyError, TypeError):
@@ -95,7 +95,7 @@ def print_class_checks(console: Any, results: Sequence[tuple[str, Mapping[str, A
         console.print(table)
     previous = dict(results).get("previous defaults")
     if previous is not None:
-        before = {"overall": previous["overall"], **previous["groups"]}
+        before: Mapping[str, Mapping[str, float]] = {"overall": previous["overall"], **previous["groups"]}
         for group, line in changes({"overall": results[0][1]["overall"], **results[0][1]["groups"]}, before):
             console.print(escape(f"vs previous defaults {group}: {line}"))
     if saved:

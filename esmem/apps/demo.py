@@ -5,10 +5,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from esmem.apps.evaluate import load_dataset
+from esmem.domain.installation import install
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import RecallResult, WriteResult
 from esmem.index.engine import Engine
-from esmem.index.install import InstallReport, install
+from esmem.index.install import InstallReport
 from esmem.index.templates import assets_root
 
 

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from esmem.apps.context import namespace_chars
 from esmem.apps.timing import percentiles
+from esmem.domain.installation import install
 from esmem.domain.jsonl import memory_input
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import RecallParams, params_from_strings
@@ -26,7 +27,7 @@ from esmem.domain.types import MemoryInput, Recalled
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.catalog import Search
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 from esmem.values import iso, parse_bool, parse_time
 from esmem.domain.embedding import Embedder
 from esmem.domain.hybrid import FUSION_KEYS, LEXICAL, Fusion, fusion_from_strings, spec
@@ -78,10 +79,12 @@ def parse_dataset(lines: Iterable[str], name: str = "dataset") -> Dataset:
             raise InvalidInput(f"{name}:{n}: each line needs \"type\": \"memory\" or \"query\"")
         raw.append((n, obj))
     first_q = next(((n, o["now"]) for n, o in raw if o["type"] == "query" and "now" in o), None)
-    try:
-        first_now = parse_time(first_q[1]) if first_q else None
-    except InvalidInput as e:
-        raise InvalidInput(f"{name}:{first_q[0]}: {e}") from None
+    first_now = None
+    if first_q:
+        try:
+            first_now = parse_time(first_q[1])
+        except InvalidInput as e:
+            raise InvalidInput(f"{name}:{first_q[0]}: {e}") from None
     memories: list[tuple[str, MemoryInput]] = []
     queries: list[Query] = []
     ids: set[str] = set()
@@ -253,7 +256,7 @@ class Evaluation:
         self.dataset = dataset
         self.embedder = embedder  # memories get vectors; runs with a `fusion` add the kNN leg
         self.base_prefix = prefix or "esmem-eval"
-        self._stores: dict[tuple, tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]] = {}
+        self._stores: dict[tuple[tuple[str, Any], ...], tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]] = {}
 
     def _store(self, merge: MergePolicy) -> tuple[MemoryStore, dict[str, frozenset[str]], dict[str, int]]:
         key = tuple(sorted(merge.__dict__.items()))
@@ -285,7 +288,7 @@ class Evaluation:
         outcomes = []
         depth = max(config.k, 10)  # ranked deep enough for R@10; the context is the top k
         for q in self.dataset.queries:
-            pinned = ()
+            pinned: tuple[frozenset[str], ...] = ()
             if config.baseline == "recency":
                 hits, took = self._recency(store, q, depth)
             elif config.baseline == "bm25":

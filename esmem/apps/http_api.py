@@ -5,7 +5,8 @@ may use the namespaces the keys file gives it and no other (403). Each route map
 call, so writes get esmem's validation and supersede-merge exactly as in Python. Every error is a
 JSON body `{"error": {"type", "message", ...}}` (see `ErrorOut`); bodies declare their fields and
 refuse any other. Each request is logged as one JSON line (method, route, namespace, status, time,
-key name): never a key, a query or memory text.
+key name): never a key, a query or memory text. `GET /metrics` (no key needed; `esmem serve --no-metrics`
+turns it off) is the Prometheus exposition of esmem/apps/http_metrics.py: no namespace, no text.
 """
 
 import json
@@ -16,7 +17,7 @@ from typing import Annotated, Any, Callable, MutableMapping
 
 from fastapi import Depends, FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException
 
@@ -25,6 +26,7 @@ from esmem.apps.context import build_context
 from esmem.apps.erasing import erase_in
 from esmem.apps.dialogue import build_query
 from esmem.apps.http_guard import ASGIApp, BodyLimit, Receive, Scope, Send, error_body
+from esmem.apps.http_metrics import CONTENT_TYPE, HttpMetrics
 from esmem.apps.schemas import (ContextIn, ContextOut, EraseIn, EraseOut, ErrorOut, ForgetIn, HistoryOut, ListOut, MemoryId, MemoryOut,
                                 RecallIn, RecallOut, RememberIn, RememberManyIn, RememberManyOut, RememberOut)
 from esmem.domain.store import MemoryStore
@@ -63,20 +65,23 @@ def _time(name: str, value: str | None) -> Any:
 
 
 def create_app(make_store: Callable[[], MemoryStore], keys: Keyring, *, touch: bool = True,
-               max_body: int = MAX_BODY_BYTES) -> FastAPI:
+               max_body: int = MAX_BODY_BYTES, metrics: bool = True) -> FastAPI:
     """The API over the stores `make_store` builds: one per worker thread, since a store's writer
-    takes one write at a time (they share the engine's connection pool). `touch`: recalls reheat."""
+    takes one write at a time (they share the engine's connection pool). `touch`: recalls reheat.
+    `metrics`: serve `GET /metrics` (the requests are measured either way)."""
     from esmem import __version__
 
     app = FastAPI(title="esmem", version=__version__, description=__doc__, responses=_RESPONSES,
                   docs_url=None, redoc_url=None,
                   generate_unique_id_function=lambda route: route.name)
     local = threading.local()
+    meter = HttpMetrics()
 
     def store() -> MemoryStore:
         if not hasattr(local, "store"):
             local.store = make_store()
-        return local.store
+        mine: MemoryStore = local.store  # this thread's
+        return mine
 
     bearer = HTTPBearer(auto_error=False, description="An API key from the server's keys file (`esmem serve-key`).")
 
@@ -128,14 +133,18 @@ def create_app(make_store: Callable[[], MemoryStore], keys: Keyring, *, touch: b
     def remember(namespace: Namespace, body: RememberIn) -> RememberOut:
         """Write one memory through esmem's merge decision: it may supersede an older version of the
         same statement (`action: superseded`) or be recognised as a duplicate."""
-        return RememberOut.of(store().remember_many([one(body, namespace)])[0])
+        results = store().remember_many([one(body, namespace)])
+        meter.remember(results)
+        return RememberOut.of(results[0])
 
     @app.post(v1 + "/memories/batch", tags=["write"], summary="Remember many memories, in order")
     def remember_many(namespace: Namespace, body: RememberManyIn) -> RememberManyOut:
         """Write memories in order (a later one may supersede an earlier one of the same batch).
         Every memory is validated first: one refused memory (`position`) writes none."""
         items = [one(m, namespace, f"memories.{i}.") for i, m in enumerate(body.memories)]
-        return RememberManyOut(results=[RememberOut.of(r) for r in store().remember_many(items, dry_run=body.dry_run)])
+        results = store().remember_many(items, dry_run=body.dry_run)
+        meter.remember(results)
+        return RememberManyOut(results=[RememberOut.of(r) for r in results])
 
     @app.get(v1 + "/memories", tags=["read"], summary="List the newest memories")
     def list_memories(namespace: Namespace,
@@ -189,8 +198,9 @@ def create_app(make_store: Callable[[], MemoryStore], keys: Keyring, *, touch: b
             raise InvalidInput("nothing to search for (the query is empty, or the messages only fillers)")
         s = store()
         params = s.ranking_params().with_(kinds=tuple(body.kinds)) if body.kinds else s.params
-        return RecallOut.of(s.recall(query, namespace, body.k, params=params, as_of=_time("as_of", body.as_of),
-                                     touch=touch))
+        result = s.recall(query, namespace, body.k, params=params, as_of=_time("as_of", body.as_of), touch=touch)
+        meter.recall(result)
+        return RecallOut.of(result)
 
     @app.post(v1 + "/context", tags=["read"], summary="The memory block to put before an answer")
     def context(namespace: Namespace, body: ContextIn) -> ContextOut:
@@ -199,12 +209,19 @@ def create_app(make_store: Callable[[], MemoryStore], keys: Keyring, *, touch: b
         if not query:
             raise InvalidInput("no message has anything to search for (only acknowledgements or fillers)")
         s = store()
-        block = build_context(s, s.recall(query, namespace, body.k, touch=touch), budget_chars=body.budget)
+        result = s.recall(query, namespace, body.k, touch=touch)
+        meter.recall(result)
+        block = build_context(s, result, budget_chars=body.budget)
         return ContextOut(text=block.text, chars=block.chars, tokens=block.tokens, included=list(block.included),
                           omitted=list(block.omitted), query=query)
 
+    if metrics:
+        @app.get("/metrics", include_in_schema=False)
+        def prometheus() -> Response:
+            return Response(meter.exposition(), media_type=CONTENT_TYPE)
+
     app.add_middleware(BodyLimit, max_bytes=max_body)
-    app.add_middleware(AccessLog)
+    app.add_middleware(AccessLog, metrics=meter)
     return app
 
 
@@ -219,10 +236,12 @@ def log_access_to(stream: Any) -> None:
 
 class AccessLog:
     """One JSON line per request on `esmem.http.access`: what was asked and how it ended, never a secret,
-    a query or memory text (the route template, not the path; the key's name, not the key)."""
+    a query or memory text (the route template, not the path; the key's name, not the key); and the
+    same request counted and timed in `metrics`."""
 
-    def __init__(self, app: ASGIApp):
+    def __init__(self, app: ASGIApp, metrics: HttpMetrics | None = None):
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -240,8 +259,11 @@ class AccessLog:
         try:
             await self.app(scope, receive, tracked)
         finally:
-            route = scope.get("route")
+            seconds = time.perf_counter() - start
+            route = getattr(scope.get("route"), "path", None)
             access_log.info(json.dumps({
-                "method": scope["method"], "route": getattr(route, "path", None),
+                "method": scope["method"], "route": route,
                 "namespace": (scope.get("path_params") or {}).get("namespace"), "status": status,
-                "ms": round((time.perf_counter() - start) * 1000, 1), "key": scope.get("esmem.key")}))
+                "ms": round(seconds * 1000, 1), "key": scope.get("esmem.key")}))
+            if self.metrics is not None:
+                self.metrics.request(scope["method"], route, status, seconds)

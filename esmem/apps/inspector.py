@@ -143,8 +143,8 @@ def ages(store: MemoryStore, namespace: str, now: datetime,
         before = starts[-1] - timedelta(days=1)
         starts.append(datetime(before.year, before.month, 1, tzinfo=timezone.utc))
     starts.reverse()
-    month_ranges = [{"key": f"{a:%Y-%m}", "from": epoch_ms(a), **({"to": epoch_ms(b)} if b else {})}
-                    for a, b in zip(starts, [*starts[1:], None])]
+    months_of = [(f"{a:%Y-%m}", a, b) for a, b in zip(starts, [*starts[1:], None])]
+    month_ranges = [{"key": key, "from": epoch_ms(a), **({"to": epoch_ms(b)} if b else {})} for key, a, b in months_of]
     store.flush()
     store.catalog.refresh()
     aggs = store.catalog.search(Search("ages", {"namespace": namespace, "ages": age_ranges, "months": month_ranges},
@@ -152,7 +152,7 @@ def ages(store: MemoryStore, namespace: str, now: datetime,
     by_kind = {k["key"]: {label: k["age"]["buckets"][label]["doc_count"] for label in AGE_LABELS}
                for k in aggs["active"]["kinds"]["buckets"]}
     per_month = aggs["superseded"]["month"]["buckets"]
-    return by_kind, {m["key"]: per_month[m["key"]]["doc_count"] for m in month_ranges}
+    return by_kind, {key: per_month[key]["doc_count"] for key, _, _ in months_of}
 
 
 def chain_links(versions: Sequence[Memory]) -> dict[str, dict[str, Any]]:
@@ -248,7 +248,8 @@ def create_ui(make_store: Callable[[], MemoryStore], *, allow_writes: bool = Fal
     def store() -> MemoryStore:
         if not hasattr(local, "store"):
             local.store = make_store()
-        return local.store
+        mine: MemoryStore = local.store  # this thread's
+        return mine
 
     def page(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         html = env.get_template(template).render(base=request.scope.get("root_path", ""), csrf=csrf,

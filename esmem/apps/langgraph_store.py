@@ -137,6 +137,7 @@ class EsmemStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         ns = esmem_namespace(op.namespace_prefix)
         want = op.limit + op.offset
+        found: list[tuple[Memory, float | None]]
         if op.query:
             res = self.store.recall(op.query, ns, max(1, min(want, MAX_K)), touch=self.touch)
             found = [(r.memory, r.score) for r in res.items]

@@ -82,8 +82,9 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
 
     server = MCPServer("esmem", instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     writing = threading.Lock()  # sync tools run on worker threads; one store's writer takes one write at a time
-    reads = ToolAnnotations(readOnlyHint=True)
-    recalls = reads if not touch else ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+    reads = ToolAnnotations(read_only_hint=True)
+    recalls = reads if not touch else ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                      idempotent_hint=False)
 
     def write(items: list[MemoryInput]) -> list[RememberOut]:
         try:
@@ -97,7 +98,7 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
                            valid_from=_time(position + "valid_from", m.valid_from), supersedes=m.supersedes,
                            idempotency_key=m.idempotency_key)
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
     def remember(content: Content, kind: KindArg = "fact", importance: Importance = None,
                  entities: Entities = None, valid_from: ValidFrom = None) -> RememberOut:
         """Store a memory about this user for later conversations. If it updates something already
@@ -106,14 +107,14 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         return write([MemoryInput(content, namespace, kind=kind, importance=importance, entities=tuple(entities or ()),
                                   valid_from=_time("valid_from", valid_from))])[0]
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
     def remember_many(memories: Annotated[list[RememberIn], Field(min_length=1, max_length=MAX_BATCH_TOOL, description=(
             "The memories to store, in order (each as for `remember`)."))]) -> RememberManyOut:
         """Store several memories at once, in order, each decided as `remember` decides it (a later one
         can supersede an earlier one of the same call). Nothing is written if any one is invalid."""
         return RememberManyOut(results=write([memory(m, f"memories[{i}].") for i, m in enumerate(memories)]))
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
     def edit(memory_id: MemoryId, content: Content, kind: KindArg | None = None,
              importance: Importance = None, entities: Entities = None) -> RememberOut:
         """Correct a memory you know by id: the new text supersedes it (the old version stays in
@@ -190,7 +191,7 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         except EsmemError as e:
             raise _refuse(e) from None
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True))
     def restore(memory_id: MemoryId) -> HistoryOut:
         """Undo a wrong update: make a superseded memory active again and retire the version that
         replaced it (nothing is deleted). Returns the version chain after the change."""
@@ -201,7 +202,7 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         except EsmemError as e:
             raise _refuse(e) from None
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False))
     def forget(memory_id: MemoryId, reason: Reason = None) -> HistoryOut:
         """Stop using a memory because the user asked you to forget it or it was wrong. Nothing is
         deleted: a tombstone supersedes it, so recall and context no longer return it, `history`
@@ -213,7 +214,7 @@ def create_server(store: MemoryStore, namespace: str, *, touch: bool = True) -> 
         except EsmemError as e:
             raise _refuse(e) from None
 
-    @server.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True))
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True))
     def erase(
         confirm: Annotated[bool, Field(description=(
             "Must be true: erase deletes for good. Call it only when the user explicitly asked to delete "

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from esmem.domain.embedding import Embedder, embed_checked
+from esmem.domain.installation import install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
 from esmem.index.engine import Engine
-from esmem.index.install import install, uninstall
+from esmem.index.install import uninstall
 
 MERGES = ("superseded", "duplicate")
 

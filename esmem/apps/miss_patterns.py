@@ -62,11 +62,11 @@ def count(outcomes: Sequence[QueryOutcome], dataset: Dataset) -> dict[str, int]:
         if not gold or not o.ranked or not o.ranked[0] or o.ranked[0] & set(o.query.gold):
             continue
         top = memories[sorted(o.ranked[0])[0]]
-        if asks(top.content) > max(asks(g.content) for g in gold):
+        if asks(top.text) > max(asks(g.text) for g in gold):
             counts["question_turn"] += 1
         named = {e for g in gold for e in g.entities if names(o.query.text, e)}
         if named and not named & set(top.entities):
             counts["other_speaker"] += 1
-        if any(compound_variant(o.query.text, g.content) for g in gold):
+        if any(compound_variant(o.query.text, g.text) for g in gold):
             counts["compound_variant"] += 1
     return counts

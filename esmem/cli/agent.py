@@ -12,6 +12,8 @@ import click
 
 from esmem.apps import plots
 from esmem.apps.context import ORDERS, build_context
+from esmem.apps.growth import Growth
+from esmem.apps.growth import growth as compute_growth
 from esmem.apps.stats import collect
 from esmem.domain.policy import DecayPolicy, load_policy
 from esmem.domain.ranking import default_values, params_from_strings
@@ -33,7 +35,7 @@ def config_cmd(ctx: click.Context, path: str | None, file_alias: str | None, set
     """Show the ranking defaults: installed in the cluster (with --url/ESMEM_URL), or of a policy
     file (--policy), or esmem's built-in ones; and the recall parameters they produce."""
     from esmem.cli.common import _engine, _pairs
-    from esmem.index.install import installed_policy
+    from esmem.domain.installation import installed_policy
 
     path = path or file_alias
 
@@ -67,11 +69,26 @@ def config_cmd(ctx: click.Context, path: str | None, file_alias: str | None, set
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a PNG dashboard here (needs matplotlib).")
+@click.option("--growth", is_flag=True,
+              help="Show growth instead: versions and bytes per namespace, from the index's own statistics.")
+@click.option("--project", type=click.IntRange(1), default=None,
+              help="With --growth: the index size at this many active memories, at today's bytes per memory.")
+@click.option("--rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --growth: the index size after --days days of this many writes a day.")
+@click.option("--days", type=click.IntRange(1), default=365, show_default=True,
+              help="With --growth --rate: how many days to project.")
 @click.pass_context
-def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool, plot_path: Path | None) -> None:
-    """Monitoring: memories by kind/status, hit analysis, age of recalled memories, merges."""
+def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool, plot_path: Path | None,
+              growth: bool, project: int | None, rate: float | None, days: int) -> None:
+    """Monitoring: memories by kind/status, hit analysis, age of recalled memories, merges; or, with
+    --growth, what the memories cost on disk and how that grows."""
     from esmem.cli.common import _store
 
+    if (project is not None or rate is not None) and not growth:
+        raise click.UsageError("--project and --rate need --growth")
+    if growth:
+        _print_growth(compute_growth(_store(ctx), namespace, project=project, rate=rate, days=days), as_json)
+        return
     st = collect(_store(ctx), namespace, top=top)
     if plot_path:
         plots.require()
@@ -93,6 +110,27 @@ def stats_cmd(ctx: click.Context, namespace: str | None, top: int, as_json: bool
     click.echo(f"superseded {st.superseded}, superseding {st.superseding}, restated {st.restated}")
     if plot_path:
         click.echo(f"plot written to {plot_path}")
+
+
+def _print_growth(g: Growth, as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(g.as_dict(), ensure_ascii=False))
+        return
+    click.echo(f"index: {g.index_documents} documents ({g.deleted_documents} deleted, not merged yet), "
+               f"{g.store_bytes} bytes, {g.bytes_per_document:.0f} bytes/document (primaries)")
+    click.echo(f"{'namespace':<24} {'active':>8} {'superseded':>10} {'outdated':>8} {'forgotten':>9} "
+               f"{'other':>6} {'versions/active':>15} {'bytes/memory':>12}")
+    for n in g.namespaces:
+        click.echo(f"{n.namespace:<24} {n.active:>8} {n.superseded:>10} {n.outdated:>8} {n.forgotten:>9} "
+                   f"{n.other:>6} {n.versions_per_active:>15.2f} {n.bytes_per_memory:>12.0f}")
+    click.echo(f"all: {g.active} active, {g.versions} versions, {g.versions_per_active:.2f} versions/active, "
+               f"{g.bytes_per_memory:.0f} bytes per active memory")
+    if g.projected_memories is not None and g.projected_bytes is not None:
+        click.echo(f"projected: {g.projected_memories} active memories -> {g.projected_bytes / 2**20:.1f} MiB "
+                   f"({g.projected_bytes:.0f} bytes, primaries, without replicas)")
+    if g.rate is not None and g.projected_rate_bytes is not None:
+        click.echo(f"projected: {g.rate:g} writes a day for {g.days} days -> {g.projected_rate_bytes / 2**20:.1f} MiB "
+                   f"({g.projected_rate_bytes:.0f} bytes, primaries, without replicas)")
 
 
 @click.command("context")

@@ -110,6 +110,9 @@ def targets_table(report: Mapping[str, Any]) -> Table:
               "first size (embedding time apart, ingest with vectors, bytes per memory).")
 @click.option("--inspector", is_flag=True, help="Instead, the inspector's memories page and recall playground over "
               "HTTP (p50/p95) with the first size's memories in one namespace (needs esmem[serve]).")
+@click.option("--history", "dead", type=click.IntRange(1, 20), default=None,
+              help="Instead, on the first size: recall (b) and (c) with 0 vs N superseded versions per active memory "
+                   "(interleaved, one run; the ratio), then retention dry run and apply timed on the index with history.")
 @click.option("--mixed", is_flag=True, help="Instead, recall and remember clients at once on the first size's memories in "
               "one namespace, through the library and through `esmem serve` (needs esmem[serve] and httpx).")
 @click.option("--recall-clients", type=click.IntRange(1, 256), default=16, show_default=True,
@@ -122,14 +125,19 @@ def targets_table(report: Mapping[str, Any]) -> Table:
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
            merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None, skip_naive: bool,
-           embedder: str | None, inspector: bool, mixed: bool, recall_clients: int, remember_clients: int,
-           seconds: float, library_only: bool) -> None:
+           embedder: str | None, inspector: bool, dead: int | None, mixed: bool, recall_clients: int,
+           remember_clients: int, seconds: float, library_only: bool) -> None:
     """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
     fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
     if inspector:
         return bench_inspector(ctx, sizes[0], queries, seed, as_json)
     if mixed:
         return bench_mixed(ctx, sizes[0], recall_clients, remember_clients, seconds, k, seed, not library_only, as_json)
+    if dead is not None:
+        if namespaces > sizes[0]:
+            raise click.BadParameter(f"{namespaces} namespaces do not fit {sizes[0]} memories",
+                                     param_hint="--namespaces")
+        return bench_history(ctx, sizes[0], namespaces, queries, k, seed, dead, repeat, as_json)
     if namespaces > min(sizes):
         raise click.BadParameter(f"{namespaces} namespaces do not fit {min(sizes)} memories", param_hint="--namespaces")
     if embedder:
@@ -171,6 +179,59 @@ def bench_inspector(ctx: click.Context, size: int, queries: int, seed: int, as_j
         table.add_row(name, str(p["n"]), f"{p['p50']:.1f}", f"{p['p95']:.1f}", f"{p['p99']:.1f}")
     out.print(table)
     out.print(f"target: list and playground p50 < 300 ms: {'met' if report['target']['met'] else 'NOT met'}")
+
+
+def bench_history(ctx: click.Context, size: int, namespaces: int, queries: int, k: int, seed: int, dead: int,
+                  repeat: int, as_json: bool) -> None:
+    """`esmem bench --history N`: esmem.apps.bench_history on `size` active memories."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from esmem.apps.bench_history import run_history, totals
+    from esmem.cli.common import err
+
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err)
+    tasks: dict[str, Any] = {}
+
+    def advance(stage: str, n: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = progress.add_task(stage, total=totals(size, dead, queries, repeat)[stage])
+        progress.advance(tasks[stage], n)
+
+    try:
+        with progress:
+            report = run_history(_engine(ctx), ctx.obj["prefix"], size=size, namespaces=namespaces, queries=queries,
+                                 k=k, seed=seed, dead=dead, repeat=repeat, advance=advance)
+    except EsmemError as e:
+        fail(str(e))
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2))
+        return
+    docs = report["history"]["documents"]
+    table = Table(title=f"recall with 0 vs {dead} superseded versions per active memory, client wall ms "
+                        f"({report['engine']}, {size} active memories in {namespaces} namespaces, k={k}, "
+                        f"{queries} queries interleaved" + (f", median of {repeat} passes" if repeat > 1 else "")
+                        + f"; documents {' vs '.join(str(v) for v in docs.values())})")
+    for col in ("path", "history", "p50", "p95", "p99", "took p50/mean", "with/without p50", "p95", "p99"):
+        table.add_column(col, justify="left" if col in ("path", "history") else "right")
+    for path in ("b", "c"):
+        for versions in (0, dead):
+            p = report["latency"]["paths"][f"{path}{versions}"]
+            ratio = report["latency"]["ratio"][path] if versions else {}
+            table.add_row(f"({path}) {PATHS[path]}", f"{versions} dead", f"{p['p50']:.2f}", f"{p['p95']:.2f}",
+                          f"{p['p99']:.2f}", f"{p['took']['p50']:.0f}/{p['took']['mean']:.2f}",
+                          *(f"{ratio[q]:.2f}" if ratio else "" for q in ("p50", "p95", "p99")))
+        table.add_section()
+    out.print(table)
+    r = report["retention"]
+    out.print(f"history: {report['history']['written']} dead versions written in {report['history']['seconds']:.1f} s")
+    rules = report["config"]["retention"]
+    out.print(f"retention (retired {rules['retired']}, ttl " + ", ".join(f"{k} {v}" for k, v in rules["ttl"].items())
+              + f") on {r['documents']} documents: dry run lists {r['due']} in "
+              f"{r['dry_run_seconds']:.2f} s; apply erases {r['deleted']} in {r['apply_seconds']:.2f} s "
+              f"(still due after: {r['remaining']})")
+    out.print(f"active before/after: {r['before']['active']}/{r['after']['active']} (events {r['before']['active_event']}"
+              f"/{r['after']['active_event']}: their TTL), pinned {r['before']['pinned']}/{r['after']['pinned']}")
 
 
 def _connection_env(ctx: click.Context) -> dict[str, str]:

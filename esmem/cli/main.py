@@ -20,12 +20,12 @@ from esmem.apps.evaluate import BASELINES
 from esmem.apps.explained import result_json
 from esmem.cli.common import _engine, _pairs, _store, err, fail, out, resolve_query
 from esmem.domain.embedding import MODELS
+from esmem.domain.installation import check as check_drift
+from esmem.domain.installation import install as install_artifacts
 from esmem.domain.ranking import RecallParams, params_from_strings
 from esmem.domain.types import RecallResult
 from esmem.engines import embedded
 from esmem.errors import EngineError, EsmemError, InvalidInput, InvalidItem, TemplateRenderError
-from esmem.index.install import check as check_drift
-from esmem.index.install import install as install_artifacts
 from esmem.values import KINDS, iso, parse_time, utcnow
 
 
@@ -387,19 +387,41 @@ def explain(ctx: click.Context, query: str | None, messages_path: str | None, na
 @click.option("-n", "--namespace", "namespaces", multiple=True, required=True, help="A namespace (repeatable).")
 @click.option("--all-versions", is_flag=True, help="Every version (history, tombstones), not only active memories.")
 @click.option("--no-vectors", is_flag=True, help="Leave the embeddings out (the target re-embeds, or is lexical).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the export to this file instead of stdout.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted export into --output (same namespaces and options): after its last "
+                   "complete line, a truncated last line written again (OpenSearch: memories are in id order).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bar and no summary on stderr.")
 @click.pass_context
-def export_(ctx: click.Context, namespaces: tuple[str, ...], all_versions: bool, no_vectors: bool) -> None:
-    """Write the namespaces' memories to stdout as an export file (`esmem import --restore` reads it)."""
+def export_(ctx: click.Context, namespaces: tuple[str, ...], all_versions: bool, no_vectors: bool,
+            output: Path | None, resume: bool, quiet: bool) -> None:
+    """Write the namespaces' memories to stdout (or --output) as an export file (`esmem import --restore`
+    reads it). A progress bar on stderr when it is a terminal."""
     from rich.progress import Progress
 
-    from esmem.domain.export import selection
+    from esmem.domain.export import Resume, selection
 
+    if resume and output is None:
+        fail("--resume continues an export file: give it with --output")
     store = _store(ctx)
-    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
+    with Progress(console=err, transient=True, disable=quiet or not err.is_terminal) as bar:
         task = bar.add_task("exporting", total=store.catalog.count_matching(selection(namespaces, all_versions)))
-        count = store.export(sys.stdout, namespaces, all_versions=all_versions, vectors=not no_vectors,
-                             progress=lambda n: bar.advance(task, n))
-    err.print(f"exported {count} memories")
+
+        def started(point: Resume) -> None:
+            bar.update(task, completed=point.count)
+            if point.count and not quiet:
+                err.print(f"resuming after {point.count} memories already in {output}")
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+        if output is None:
+            count = store.export(sys.stdout, namespaces, all_versions=all_versions, vectors=not no_vectors,
+                                 progress=advance)
+        else:
+            count = store.export_to(str(output), namespaces, all_versions=all_versions, vectors=not no_vectors,
+                                    resume=resume, progress=advance, start=started)
+    if not quiet:
+        err.print(f"exported {count} memories" + (f" to {output}" if output else ""))
 
 
 @cli.command("import")
@@ -427,9 +449,10 @@ def import_(ctx: click.Context, file: Path, namespace: str, no_merge: bool, dry_
         store = _store(ctx)
         with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
             task = bar.add_task(f"restoring {file.name}", total=None)
-            done = store.restore_export(str(file), progress=lambda n: bar.advance(task, n),
-                                        total=lambda n: bar.update(task, total=n))
-        click.echo(f"{done.restored} memories restored" + (f", {done.existed} already there" if done.existed else ""))
+            restored = store.restore_export(str(file), progress=lambda n: bar.advance(task, n),
+                                            total=lambda n: bar.update(task, total=n))
+        click.echo(f"{restored.restored} memories restored"
+                   + (f", {restored.existed} already there" if restored.existed else ""))
         return
     items, line_of = read_jsonl(str(file), namespace)
     store = _store(ctx, merge=MergePolicy(enabled=not no_merge))
@@ -575,8 +598,9 @@ def review(ctx: click.Context, namespace: str, replaces: tuple[str, str] | None,
     store = _store(ctx)
     if sum(bool(x) for x in (replaces, coexists, use_judge)) > 1:
         fail("give one of --replaces, --coexists, --judge")
-    if replaces or coexists:
-        older, newer = replaces or coexists  # type: ignore[misc]
+    pair = replaces or coexists
+    if pair:
+        older, newer = pair
         store.settle(namespace, older, newer, "replaces" if replaces else "coexists")
         click.echo(f"{newer} {'replaces' if replaces else 'coexists with'} {older} (recorded on both)")
         return
@@ -668,12 +692,13 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
     from esmem.apps import plots
     from esmem.domain.embedding import load_embedder
 
-    if (dataset is None) == (locomo is None):
+    source = locomo or dataset
+    if source is None or (dataset is not None and locomo is not None):
         fail("give either a DATASET file or --locomo DIR")
     if plot:
         plots.require()  # before the run, not after it
     dropped: list[str] = []
-    data = ev.locomo_dataset(locomo, dropped) if locomo else ev.load_dataset(dataset)
+    data = ev.locomo_dataset(source, dropped) if locomo else ev.load_dataset(source)
     saved = load_saved(compare) if compare else None
     if dropped:
         err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))

@@ -29,10 +29,13 @@ if TYPE_CHECKING:
 @click.option("--ui", "with_ui", is_flag=True,
               help="Also serve the memory inspector under /ui (sign in there with an API key: its namespaces only).")
 @click.option("--ui-allow-writes", is_flag=True, help="The inspector under /ui may restore, forget and settle reviews.")
+@click.option("--no-metrics", is_flag=True,
+              help="Do not serve GET /metrics (the Prometheus exposition: requests per route and status, recalls, "
+                   "writes by merge outcome; no namespace, no text).")
 @click.option("--print-openapi", is_flag=True, help="Print the OpenAPI document and exit.")
 @click.pass_context
 def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, cert: str | None, key_file: str | None,
-              max_body: int, no_touch: bool, with_ui: bool, ui_allow_writes: bool, print_openapi: bool) -> None:
+              max_body: int, no_touch: bool, with_ui: bool, ui_allow_writes: bool, no_metrics: bool, print_openapi: bool) -> None:
     """HTTP API: remember, recall, context, list, get, history, restore, forget, erase, per API key and namespace."""
     from esmem.cli.common import _engine, fail
 
@@ -41,9 +44,9 @@ def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, c
 
         from esmem.apps.http_api import create_app, log_access_to
     except ImportError as e:
-        if (e.name or "").partition(".")[0] not in ("fastapi", "uvicorn", "starlette", "pydantic"):
+        if (e.name or "").partition(".")[0] not in ("fastapi", "uvicorn", "starlette", "pydantic", "prometheus_client"):
             raise
-        fail("esmem serve needs FastAPI and uvicorn: pip install 'esmem[serve]'")
+        fail("esmem serve needs FastAPI, uvicorn and prometheus-client: pip install 'esmem[serve]'")
     from esmem.apps.api_keys import Keyring
     from esmem.domain.hybrid import embedder_for
     from esmem.domain.store import MemoryStore
@@ -61,7 +64,7 @@ def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, c
     engine, prefix = _engine(ctx), ctx.obj["prefix"]
     embedder = embedder_for(engine, prefix)  # checks the installation before listening
     app = create_app(lambda: MemoryStore(engine, prefix, embedder=embedder), keys, touch=not no_touch,
-                     max_body=max_body)
+                     max_body=max_body, metrics=not no_metrics)
     if with_ui:
         from esmem.apps.inspector import create_ui
 

@@ -67,7 +67,8 @@ def _strip_possessive(token: str) -> str:
 @lru_cache(maxsize=65536)
 def _stem(token: str) -> str:
     with _STEM_LOCK:  # concurrent writers in one process share it; unguarded it fails with IndexError
-        return _stemmer.stemWord(token)
+        stem: str = _stemmer.stemWord(token)  # snowballstemmer has no type hints
+        return stem
 
 
 def tokens(text: str, *, query: bool = False) -> list[str]:

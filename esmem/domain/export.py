@@ -14,6 +14,11 @@ history and, with the same installed policy, the same recall. The format:
 The end line makes a truncated file an error instead of a silent partial restore. A restore
 bypasses the merge decision (the file already holds its outcome) and creates each document only
 where its id is free: running it again resumes where an interrupted one stopped.
+
+Memory lines are in id order (on OpenSearch), so an interrupted export resumes into the same file: its
+last complete line names the id to continue after, a truncated last line is dropped, and the header is
+kept (`resume_point`). A memory whose id sorts before that point and that changed between the two runs
+is in the file as the first run read it.
 """
 from __future__ import annotations
 
@@ -35,6 +40,18 @@ _REQUIRED = ("namespace", "content", "kind", "importance", "valid_from", "status
 
 
 @dataclass(frozen=True)
+class Resume:
+    """Where an interrupted export file continues: after memory `after_id` (None: no memory line yet),
+    with `count` memory lines kept, at byte `offset` (a truncated last line lies beyond it); `ended`:
+    the file is complete already."""
+
+    after_id: str | None
+    count: int
+    offset: int
+    ended: bool
+
+
+@dataclass(frozen=True)
 class Restored:
     """What a restore did: documents created, and those whose id was already taken (a resumed run)."""
 
@@ -50,21 +67,32 @@ def selection(namespaces: Sequence[str], all_versions: bool) -> dict[str, Any]:
     return {"bool": {"filter": filters}}
 
 
-def export(catalog: Catalog, out: IO[str], namespaces: Sequence[str], *, now: datetime,
-           all_versions: bool = False, vectors: bool = True,
-           progress: Callable[[int], None] | None = None) -> int:
-    """Write the export of `namespaces` to `out`, one line at a time; how many memories it holds."""
+def _names(namespaces: Sequence[str]) -> list[str]:
     if not namespaces:
         raise InvalidInput("export: name at least one namespace")
-    names = sorted({check_namespace(ns) for ns in namespaces})
+    return sorted({check_namespace(ns) for ns in namespaces})
+
+
+def export(catalog: Catalog, out: IO[str], namespaces: Sequence[str], *, now: datetime,
+           all_versions: bool = False, vectors: bool = True,
+           progress: Callable[[int], None] | None = None, resume: Resume | None = None) -> int:
+    """Write the export of `namespaces` to `out`, one line at a time; how many memories it holds.
+    With `resume` (of the file `out` appends to, cut at its offset), the header and the memory lines
+    up to `resume.after_id` are in the file already: only the rest and the end line are written."""
+    names = _names(namespaces)
     query = selection(names, all_versions)
-    header = {"format": FORMAT, "version": VERSION, "exported_at": iso(now), "engine": str(catalog.engine.info),
-              "namespaces": names, "all_versions": all_versions, "vectors": vectors}
-    out.write(_line(header))
-    catalog.refresh()  # what was written before the export started is in it
     count = 0
+    if resume is None or not resume.offset:
+        header = {"format": FORMAT, "version": VERSION, "exported_at": iso(now), "engine": str(catalog.engine.info),
+                  "namespaces": names, "all_versions": all_versions, "vectors": vectors}
+        out.write(_line(header))
+    else:
+        count = resume.count
+    if resume is not None and resume.ended:
+        return count
+    catalog.refresh()  # what was written before the export started is in it
     source: Mapping[str, Any] | bool = True if vectors else {"excludes": ["embedding"]}
-    for hit in catalog.stream(query, source=source):
+    for hit in catalog.stream(query, source=source, after_id=resume.after_id if resume else None):
         out.write(_line({"id": hit["_id"], "memory": hit["_source"]}))
         count += 1
         if progress:
@@ -75,6 +103,47 @@ def export(catalog: Catalog, out: IO[str], namespaces: Sequence[str], *, now: da
 
 def _line(obj: Mapping[str, Any]) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n"
+
+
+def resume_point(path: str, namespaces: Sequence[str], *, all_versions: bool, vectors: bool) -> Resume:
+    """Where the export file at `path` continues, read in one pass (constant memory). A missing or
+    empty file, or one whose header line is incomplete, starts from the beginning; a header of other
+    namespaces or options is refused; the last line is dropped when it is incomplete (no newline, or
+    not JSON), and a bad line anywhere else is an error."""
+    names = _names(namespaces)
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return Resume(None, 0, 0, False)
+    except OSError as e:
+        raise InvalidInput(f"cannot read {path}: {e.strerror}") from None
+    after_id, count, offset, ended = None, 0, 0, False
+    with fh:
+        lines = iter(fh)
+        for n, raw in enumerate(lines, 1):
+            where = f"{path}:{n}"
+            try:
+                obj = json.loads(raw) if raw.endswith(b"\n") else None
+            except ValueError:
+                obj = None
+            if obj is None:
+                if next(lines, None) is not None:
+                    raise InvalidInput(f"{where}: not a JSON line (only the last line may be incomplete)")
+                break
+            if n == 1:
+                _check_header(obj, where)
+                asked = {"namespaces": names, "all_versions": all_versions, "vectors": vectors}
+                if {k: obj.get(k) for k in asked} != asked:
+                    raise InvalidInput(f"{where}: this export was of {obj.get('namespaces')} (all_versions "
+                                       f"{obj.get('all_versions')}, vectors {obj.get('vectors')}): resume it with "
+                                       "the same namespaces and options")
+            elif isinstance(obj, dict) and obj.get("end") is True:
+                ended = True
+            else:
+                after_id = _check_memory(obj, where)[0]
+                count += 1
+            offset += len(raw)
+    return Resume(after_id, count, offset, ended)
 
 
 def read_header(path: str) -> dict[str, Any] | None:

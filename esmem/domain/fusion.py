@@ -39,8 +39,10 @@ def unsat(s: float, k: float) -> float:
 
 
 class Fusion(Protocol):
-    name: str
-    knobs: tuple[str, ...]
+    @property
+    def name(self) -> str: ...
+    @property
+    def knobs(self) -> tuple[str, ...]: ...
 
     def fuse(self, rel: float, rec: float, importance: float, p: Knobs) -> float:
         """The score the engine computes (the reference the tests hold the engine to)."""
@@ -105,7 +107,8 @@ class Weighted:
         return unsat(s, p.k)
 
 
-FUSIONS: Mapping[str, Fusion] = {f.name: f for f in (Blend(), Multiply(), Weighted())}
+_MODES: tuple[Fusion, ...] = (Blend(), Multiply(), Weighted())
+FUSIONS: Mapping[str, Fusion] = {f.name: f for f in _MODES}
 MODES = tuple(FUSIONS)
 # Every mode's knobs, once each, in a stable order: the parameters the template passes to `fuse`.
 KNOBS = tuple(dict.fromkeys(k for f in FUSIONS.values() for k in f.knobs))

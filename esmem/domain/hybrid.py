@@ -131,7 +131,7 @@ class Semantic:
         self.catalog, self.embedder = catalog, embedder
         self.fusion = fusion or Fusion()
         self._checked = False
-        self._queries: OrderedDict[str, list[float]] = OrderedDict()  # recent query vectors (LRU)
+        self._queries: OrderedDict[str, list[int]] = OrderedDict()  # recent query vectors (LRU)
 
     def check(self) -> None:
         """ConfigError unless the live index holds this embedder's vectors."""

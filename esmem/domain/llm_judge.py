@@ -325,7 +325,7 @@ class ChatJudge:
         Retry-After asks for longer than max_backoff."""
         if retry_after is not None and retry_after > self.max_backoff:
             return None
-        cap = min(self.max_backoff, self.backoff * 2 ** attempt)
+        cap = min(self.max_backoff, self.backoff * 2.0 ** attempt)
         return max(retry_after or 0.0, cap / 2 + random.uniform(0, cap / 2))
 
     def _count(self, usage: object) -> None:

@@ -21,7 +21,7 @@ def result(doc_id: str, dec: Decision, dry_run: bool = False, doc: Mapping[str, 
     if dec.action == "uncertain":
         link = uncertain_link(doc, dec.targets[0]) if doc is not None else {}
         return WriteResult("uncertain", doc_id, possibly_updates=tuple(link.get("possibly_updates", ())),
-                           possibly_updated_by=(link.get("possibly_updated_by") or [None])[0],
+                           possibly_updated_by=_first(link.get("possibly_updated_by")),
                            scores=dec.scores, dry_run=dry_run)
     return WriteResult("added", doc_id, scores=dec.scores, dry_run=dry_run)
 
@@ -37,7 +37,7 @@ def replayed(doc_id: str, src: Mapping[str, Any], dry_run: bool) -> WriteResult:
                            dry_run=dry_run)
     if action == "uncertain":
         return WriteResult("uncertain", doc_id, possibly_updates=tuple(listed(src.get("possibly_updates"))),
-                           possibly_updated_by=(listed(src.get("possibly_updated_by")) or [None])[0],
+                           possibly_updated_by=_first(listed(src.get("possibly_updated_by"))),
                            replayed=True, dry_run=dry_run)
     return WriteResult("added", doc_id, replayed=True, dry_run=dry_run)
 
@@ -49,6 +49,10 @@ def uncertain_link(doc: Mapping[str, Any], target: Candidate) -> dict[str, list[
     if str(target.source.get("valid_from", "")) > doc["valid_from"]:
         return {"possibly_updated_by": [target.id]}
     return {"possibly_updates": [target.id]}
+
+
+def _first(values: list[str] | None) -> str | None:
+    return values[0] if values else None
 
 
 def listed(value: Any) -> list[str]:

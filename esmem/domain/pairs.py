@@ -441,7 +441,9 @@ def _holds_the_role(old: str, new: str) -> bool:
     """Whether both texts say "<name> is the <role>" of one and the same role: a definite role has one
     holder at a time ("the tech lead of the search team"; not "a member of ...")."""
     a, b = _THE_ROLE.match(old), _THE_ROLE.match(new)
-    return bool(a and b) and pair_tokens(a.group(2)) == pair_tokens(b.group(2)) \
+    if a is None or b is None:
+        return False
+    return pair_tokens(a.group(2)) == pair_tokens(b.group(2)) \
         and not _PRONOUNS & set(pair_tokens(a.group(1)) + pair_tokens(b.group(1)))
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from pathlib import Path
@@ -236,14 +237,14 @@ def load_policy(path: str | Path) -> DecayPolicy:
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ConfigError(f"policy file {path} is not valid JSON: {e}") from None
     else:
-        try:
+        if sys.version_info < (3, 11):  # no tomllib
+            raise ConfigError(f"reading {path} needs Python 3.11+ (tomllib); use a .json policy file")
+        else:
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            raise ConfigError(f"reading {path} needs Python 3.11+ (tomllib); use a .json policy file") from None
-        try:
-            data = tomllib.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"policy file {path} is not valid TOML: {e}") from None
+            try:
+                data = tomllib.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+                raise ConfigError(f"policy file {path} is not valid TOML: {e}") from None
     try:
         return DecayPolicy.from_dict(data)
     except ConfigError as e:

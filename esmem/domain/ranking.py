@@ -258,7 +258,7 @@ def recency(doc: Mapping[str, Any], params: RecallParams, now: datetime) -> floa
     if doc.get("evergreen") or hl is None:
         return 1.0
     age_ms = abs(epoch_ms(now) - anchor_ms(doc))
-    return 0.5 ** (age_ms / (hl.total_seconds() * 1000))
+    return float(0.5 ** (age_ms / (hl.total_seconds() * 1000)))
 
 
 def reheat_factor(doc: Mapping[str, Any], params: RecallParams, now: datetime) -> float:
@@ -278,7 +278,7 @@ def answer_factor(doc: Mapping[str, Any], params: RecallParams) -> float:
 
 def _as_float32(x: float) -> float:
     """`asks` as the engine reads it back: a float field's doc value."""
-    return struct.unpack("f", struct.pack("f", x))[0]
+    return float(struct.unpack("f", struct.pack("f", x))[0])
 
 
 def reference_score(rel: float, doc: Mapping[str, Any], params: RecallParams, now: datetime) -> float:

@@ -12,6 +12,7 @@ from esmem.domain import ranking
 from esmem.domain import hybrid
 from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
+from esmem.domain.installation import installed_policy
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
 from esmem.domain.pinned import gate, is_pinned
 from esmem.domain.reheat import Reheater, turn
@@ -22,7 +23,6 @@ from esmem.domain.types import Memory, Recalled, RecallResult
 from esmem.domain.lookup import MAX_QUERY_TERMS
 from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.catalog import Catalog, ScriptOp, Search
-from esmem.index.install import installed_policy
 from esmem.tracing import span
 from esmem.values import check_memory_id, check_namespace, epoch_ms, iso, parse_time
 
@@ -72,7 +72,7 @@ class Recaller:
         The stored `recall` template is called as any client calls it: namespace, query, size,
         now (and as_of); explicit `params` (or the store's) are passed as plain overrides, else the
         installed defaults rank."""
-        with span("esmem.recall", **{"esmem.k": k if isinstance(k, int) else -1}) as traced:
+        with span("esmem.recall", {"esmem.k": k if isinstance(k, int) else -1}) as traced:
             result = self._recall(query, namespace, k, params, now, as_of, touch, explain, fusion)
             traced.set_attribute("esmem.results", len(result.items))
             traced.set_attribute("esmem.engine_took_ms", result.engine_took_ms)
@@ -109,9 +109,9 @@ class Recaller:
         if explain:
             searches.append(Search("recall", {**tp, "rel_only": True}, routing=namespace, explain=True))
         fuse = (fusion or self.semantic.fusion) if self.semantic else None
-        if fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
-            searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))  # type: ignore[union-attr]
-        with span("esmem.recall.search", **{"esmem.searches": len(searches)}) as traced:
+        if self.semantic and fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
+            searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))
+        with span("esmem.recall.search", {"esmem.searches": len(searches)}) as traced:
             responses = self.catalog.msearch(searches, "recall")
             traced.set_attribute("esmem.engine_took_ms", float(sum(r.get("took", 0) for r in responses)))
             traced.set_attribute("esmem.candidates", len(responses[0]["hits"]["hits"]))
@@ -140,11 +140,11 @@ class Recaller:
             resolved = resolve(hits, query, p.resolve_overlap, p.resolve_factor, p.resolve_ratio, rel)
             hits, demoted = resolved.hits, resolved.demoted_by
         hits, raised = self._neighbours(hits, namespace, p, now_t)
-        if knn is not None:  # the client-side stages above work on the lexical leg; then the kNN leg joins
+        if fuse and knn is not None:  # the client-side stages above work on the lexical leg; then the kNN leg joins
             if p.pinned:  # a pinned memory earns a ranked slot through the lexical gate only (the pinned section has it)
                 kept = {h["_id"] for h in hits}
                 knn = [h for h in knn if h["_id"] in kept or not is_pinned(h["_source"], p.importance_floor)]
-            hits = hybrid.fuse(hits, knn, fuse)[:max(size, len(hits))]  # type: ignore[arg-type]
+            hits = hybrid.fuse(hits, knn, fuse)[:max(size, len(hits))]
         items = self._rank(hits, k, p, now_t, terms_by_id, raised, demoted)
         recent: tuple[Memory, ...] = ()
         if p.recent_n:

@@ -5,6 +5,7 @@ Read: template params -> one `_msearch/template` call -> MMR -> recent-N -> rehe
 """
 from __future__ import annotations
 
+import os
 from datetime import datetime, timedelta
 from typing import IO, Any, Callable, Iterable, Iterator, Sequence
 
@@ -30,6 +31,8 @@ from esmem.index.catalog import Catalog, Search
 from esmem.index.connection import ConnectionConfig
 from esmem.index.engine import Engine
 from esmem.values import utcnow
+
+TOMBSTONE = "Forgotten at the user's request"  # how a tombstone of `forget` begins (counted by growth)
 
 
 class MemoryStore:
@@ -153,7 +156,7 @@ class MemoryStore:
         target = self.get(namespace, memory_id)
         if target.status != "active":
             raise InvalidInput(f"memory {memory_id} is {target.status}, not active: nothing to forget")
-        note = f"Forgotten at the user's request{': ' + reason.strip() if reason and reason.strip() else ''}"
+        note = f"{TOMBSTONE}{': ' + reason.strip() if reason and reason.strip() else ''}"
         r = self._tombstones.write([MemoryInput(note, namespace, kind=target.kind, importance=1, source="agent",
                                                 supersedes=memory_id, metadata={"tombstone": True},
                                                 external_id=target.external_id)])[0]
@@ -203,6 +206,26 @@ class MemoryStore:
         self.flush()
         return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
                                 vectors=vectors, progress=progress)
+
+    def export_to(self, path: str, namespaces: Sequence[str], *, all_versions: bool = False, vectors: bool = True,
+                  resume: bool = False, progress: Callable[[int], None] | None = None,
+                  start: Callable[[exporting.Resume], None] | None = None) -> int:
+        """`export` into the file at `path`; with `resume`, continue an interrupted export of the same
+        namespaces and options in that file (no line twice, none missing: a truncated last line is
+        written again; `start(point)` is told where it continues). How many memories the file holds."""
+        point = exporting.resume_point(path, namespaces, all_versions=all_versions, vectors=vectors) if resume \
+            else exporting.Resume(None, 0, 0, False)
+        if point.after_id is not None and not self.catalog.ids_ordered:
+            raise InvalidInput(f"{self.engine.info} exports in shard order, not by id: an interrupted export "
+                               "cannot resume there; export again")
+        if start:
+            start(point)
+        self.flush()
+        if point.offset:
+            os.truncate(path, point.offset)
+        with open(path, "a" if point.offset else "w", encoding="utf-8") as out:
+            return exporting.export(self.catalog, out, namespaces, now=self.clock(), all_versions=all_versions,
+                                    vectors=vectors, progress=progress, resume=point)
 
     def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None,
                        total: Callable[[int], None] | None = None) -> exporting.Restored:

@@ -30,6 +30,11 @@ class MemoryInput:
     neighbours: str | None = None
     applies_to: str | Sequence[str] | None = None  # pinned memories: situations they apply to (domain/pinned.py)
 
+    @property
+    def text(self) -> str:
+        """The content as text (bytes read as UTF-8)."""
+        return self.content.decode("utf-8") if isinstance(self.content, bytes) else self.content
+
 
 @dataclass(frozen=True)
 class Memory:

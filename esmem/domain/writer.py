@@ -43,7 +43,7 @@ class Writer:
         self.catalog = catalog
         self.semantic = semantic  # optional (esmem/domain/hybrid.py): every memory gets a vector
         self.judge = judge  # optional (esmem/domain/merge_judge.py): decides supersede instead of the lexical rule
-        self._known: dict[tuple[str, str], bool] = {}  # the judge's answers within one write
+        self._known: dict[tuple[str, str], bool | None] = {}  # the judge's answers within one write (None: no answer)
         self._novelty: Novelty | None = None  # within one long write, without a judge
         self._lone = LoneWriter()  # within one write: what its own sequence numbers prove
         self.merge = merge
@@ -102,7 +102,7 @@ class Writer:
         (cutting the batch there instead made batches of ~50 on a corpus of restatements)."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
-        with span("esmem.remember", **{"esmem.memories": len(items), "esmem.dry_run": dry_run}) as traced, \
+        with span("esmem.remember", {"esmem.memories": len(items), "esmem.dry_run": dry_run}) as traced, \
                 paused_collector() if len(items) > batch_size else nullcontext():
             results = self._write(items, dry_run, batch_size, progress)
             for action in ("added", "superseded", "duplicate", "outdated", "uncertain"):
@@ -125,10 +125,10 @@ class Writer:
                 if doc_id not in found:
                     self._explicit(d, doc_id)
         if not self.merge.enabled and not explicit and not dry_run:
-            results = write_plain_all(pairs, batch_size, lambda batch: self._write_plain(batch, False), progress,
+            written = write_plain_all(pairs, batch_size, lambda batch: self._write_plain(batch, False), progress,
                                       in_flight=1 if self.catalog.engine.asynchronous else 2)
             self.catalog.refresh()  # one refresh, not one per batch
-            return results
+            return written
         results: dict[int, WriteResult] = {}
         todo = list(range(len(pairs)))
         durable = 0  # every memory before this position is written
@@ -221,7 +221,7 @@ class Writer:
             seen = clean if self.merge.enabled and head else None
         if searches and clean is None:
             self.catalog.refresh()  # the retires and restates of earlier batches are searchable
-        with span("esmem.remember.lookup", **{"esmem.searches": len(searches)}):
+        with span("esmem.remember.lookup", {"esmem.searches": len(searches)}):
             responses = self.catalog.msearch(searches, "merge lookup") if searches else []
         # A batch that skipped look-ups decided on what was known up to the novelty's cover: its settle
         # step looks at what was written after that.
@@ -232,7 +232,9 @@ class Writer:
             else:
                 self._novelty = None
         restated = replay.restated_in(responses[0], fresh) if fresh else {}
-        known = lambda pair: pair[0] in found or pair[0] in restated  # noqa: E731
+        def known(pair: tuple[str, dict[str, Any]]) -> bool:
+            return pair[0] in found or pair[0] in restated
+
         if known(pairs[0]):
             end = next((n for n, pair in enumerate(pairs) if not known(pair)), len(pairs))
             return list(zip([i for i, _ in pairs[:end]], self._replay(pairs[:end], found, restated, dry_run))), None
@@ -244,7 +246,7 @@ class Writer:
                 resumed[winner].append(loser)
         if self.merge.enabled:
             found_at = lookup.grouped(responses[2:], [len(g) for g in legs])
-            with span("esmem.remember.decide", **{"esmem.memories": len(batch)}) as traced:
+            with span("esmem.remember.decide", {"esmem.memories": len(batch)}) as traced:
                 candidates = [(d, lookup.combined(r, exclude=doc_id)) for (doc_id, d), r in zip(batch, found_at)]
                 decisions = self._decide(candidates)
                 traced.set_attribute("esmem.candidates", sum(len(c) for _, c in candidates))

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from esmem.engines import embedded, lockfile
 from esmem.errors import EngineUnavailable, EsmemError
@@ -52,7 +53,7 @@ def runtime(prefer: str | None = None) -> str:
     raise EngineUnavailable("no container runtime answers: " + "; ".join(tried))
 
 
-def _run(cmd: list[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], what: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-15:])
@@ -105,7 +106,7 @@ def base_image(cli: str, suite: str = DEFAULT_SUITE, mirror: str | None = None, 
         try:
             _run([cli, "import", "-", name], f"importing the base image {name}", stdin=tar.stdout)
         finally:
-            tar.stdout.close()  # type: ignore[union-attr]
+            tar.stdout.close()  # type: ignore[union-attr]  # stdout=PIPE: a pipe, never None
             tar.wait()
     finally:
         shutil.rmtree(rootfs, ignore_errors=True)

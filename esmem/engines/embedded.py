@@ -18,7 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from esmem.engines import lockfile
 from esmem.engines import plugins as engine_plugins
@@ -214,8 +214,9 @@ def _java_candidates() -> list[str]:
     found = []
     if os.environ.get("JAVA_HOME"):
         found.append(str(Path(os.environ["JAVA_HOME"]) / "bin" / "java"))
-    if shutil.which("java"):
-        found.append(shutil.which("java"))
+    on_path = shutil.which("java")
+    if on_path:
+        found.append(on_path)
     found += sorted((str(p) for p in Path("/usr/lib/jvm").glob("*/bin/java")), reverse=True)
     return [j for j in dict.fromkeys(found) if Path(j).exists()]
 
@@ -238,7 +239,8 @@ def find_java(minimum: int, *, compiler: bool = False) -> str:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def health(url: str, timeout: float = 2.0, *, ca: Path | None = None,
@@ -263,6 +265,15 @@ def _health(url: str, timeout: float, ca: Path | None = None, auth: tuple[str, s
 def running_health(running: Running, timeout: float = 2.0) -> str | None:
     """`health` of a started node with the credentials it was started with."""
     return health(running.url, timeout, ca=running.ca, auth=running.auth())
+
+
+class NodeState(TypedDict):
+    """One started node as engine.json records it: enough to stop it, reach it and start it again."""
+
+    pid: int
+    url: str
+    cmd: list[str]
+    log: str
 
 
 def read_state(home: Path | None = None) -> Running | None:
@@ -343,7 +354,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
     # holds one of them, and losing that one would leave the cluster without a manager.
     managers = names if nodes % 2 else names[:-1]
     transports = [free_port() for _ in range(nodes)] if nodes > 1 else []
-    nodes_state = []
+    nodes_state: list[NodeState] = []
     for i, http_port in enumerate(ports):
         node_home = (data or home / ("node-secure" if secure else "node")).resolve()
         if secure:
@@ -366,8 +377,8 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
                "-cp", cp,
                "dev.esmem.engine.EmbeddedNode", str(node_home), str(http_port), *extra]
         log = str(home / ("engine.log" if nodes == 1 else f"engine-{names[i]}.log"))
-        nodes_state.append({"pid": _spawn(cmd, log), "url": f"{'https' if secure else 'http'}://127.0.0.1:{http_port}",
-                            "cmd": cmd, "log": log})
+        node_url = f"{'https' if secure else 'http'}://127.0.0.1:{http_port}"
+        nodes_state.append(NodeState(pid=_spawn(cmd, log), url=node_url, cmd=cmd, log=log))
     _write_state(home, {"engine": fl.name, "nodes": nodes_state, "secure": secure, "guard": guard or not secure})
     started = [(n["pid"], n["log"]) for n in nodes_state]
     url = nodes_state[0]["url"]
@@ -382,7 +393,7 @@ def up(*, port: int | None = None, data: Path | None = None, home: Path | None =
         status = running_health(Running(started[0][0], url, home, secure=secure))
         if status == "green" or (nodes == 1 and status == "yellow"):
             if nodes == 1 or _node_count(url) == nodes:
-                return read_state(home)  # type: ignore[return-value]
+                return read_state(home)  # type: ignore[return-value]  # the state written above: never None
         time.sleep(0.5)
     for pid, _ in started:
         stop_pid(pid)
@@ -395,7 +406,7 @@ def _spawn(cmd: list[str], log: str) -> int:
                                 start_new_session=True, umask=0o077).pid
 
 
-def _write_state(home: Path, state: dict) -> None:
+def _write_state(home: Path, state: dict[str, Any]) -> None:
     with os.fdopen(os.open(home / "engine.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
         fh.write(json.dumps(state))
 
@@ -403,7 +414,7 @@ def _write_state(home: Path, state: dict) -> None:
 def restart_node(home: Path, index: int) -> int:
     """Start node `index` of a cluster again with its own command line (after it stopped or was killed)."""
     state = json.loads((home / "engine.json").read_text())
-    node = state["nodes"][index]
+    node: NodeState = state["nodes"][index]
     node["pid"] = _spawn(node["cmd"], node["log"])
     _write_state(home, state)
     return node["pid"]

@@ -17,6 +17,8 @@ import secrets
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from esmem.errors import EsmemError
 
@@ -63,7 +65,7 @@ def _private_write(path: Path, data: bytes) -> None:
     os.chmod(path, 0o600)
 
 
-def _need(module: str):
+def _need(module: str) -> ModuleType:
     try:
         return __import__(module)
     except ImportError:
@@ -96,7 +98,7 @@ def _certificates(sec: SecureFiles) -> None:
                                        encipher_only=False, decipher_only=False), critical=True)
           .sign(ca_key, hashes.SHA256()))
 
-    def leaf(cn: str, usages: list, san: bool) -> tuple[bytes, bytes]:
+    def leaf(cn: str, usages: list[x509.ObjectIdentifier], san: bool) -> tuple[bytes, bytes]:
         k = key()
         b = (x509.CertificateBuilder().subject_name(name(cn)).issuer_name(ca.subject).public_key(k.public_key())
              .serial_number(x509.random_serial_number()).not_valid_before(now)
@@ -148,7 +150,7 @@ def classpath(target: Path) -> list[str]:
     return extra
 
 
-def _yaml(path: Path, data: dict) -> None:
+def _yaml(path: Path, data: dict[str, Any]) -> None:
     # JSON is YAML: no YAML writer needed for the few files the plugin reads.
     _private_write(path, json.dumps(data, indent=1).encode())
 

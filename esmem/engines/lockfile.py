@@ -18,6 +18,7 @@ import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from esmem.errors import EngineUnavailable, EsmemError
 
@@ -134,7 +135,8 @@ def fetch_jars(jars: list[Jar], cache: Path, label: str) -> list[Path]:
     return paths
 
 
-def _download(opener: urllib.request.OpenerDirector, url: str, path: Path, sha256: str, advance) -> None:
+def _download(opener: urllib.request.OpenerDirector, url: str, path: Path, sha256: str,
+              advance: Callable[[int], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     part = path.with_suffix(".part")
     h = hashlib.sha256()

@@ -11,14 +11,14 @@ from __future__ import annotations
 import sys
 from typing import Any, Awaitable, Callable, TypeVar
 
-import greenlet  # type: ignore[import-untyped]
+import greenlet
 
 from esmem.errors import AsyncOnly
 
 T = TypeVar("T")
 
 
-class _Bridged(greenlet.greenlet):  # type: ignore[misc]
+class _Bridged(greenlet.greenlet):  # type: ignore[misc]  # greenlet has no type hints: its class is Any
     """The greenlet of one async call: `driver` is the loop's side, to switch awaitables to."""
 
     def __init__(self, fn: Callable[..., Any], driver: greenlet.greenlet):
@@ -35,7 +35,8 @@ def wait(awaitable: Awaitable[T]) -> T:
         if close:
             close()  # never awaited: no "coroutine was never awaited" warning
         raise AsyncOnly("an engine over an async client is used outside an async store's call")
-    return current.driver.switch(awaitable)  # type: ignore[no-any-return]
+    result: T = current.driver.switch(awaitable)  # what the loop's side switches back: the awaitable's result
+    return result
 
 
 async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -49,4 +50,5 @@ async def run(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
             step = bridged.throw(*sys.exc_info())
         else:
             step = bridged.switch(value)
-    return step  # type: ignore[no-any-return]
+    result: T = step  # the greenlet's last switch out: fn's return value
+    return result

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
-from esmem.errors import EngineError, NotFound
+from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.engine import Engine, ndjson, parameter_error
 from esmem.index.install import Names, require_installed
 from esmem.index.refresh import refreshes
@@ -97,19 +97,22 @@ class Catalog:
     def search(self, s: Search, *, scroll: str | None = None) -> dict[str, Any]:
         """One stored template, through `_search/template`."""
         params = {k: v for k, v in (("routing", s.routing), ("scroll", scroll)) if v}
-        return self.engine.request("POST", f"/{self.alias}/_search/template", self._body(s), params or None)
+        resp: dict[str, Any] = self.engine.request("POST", f"/{self.alias}/_search/template", self._body(s),
+                                                   params or None)
+        return resp
 
     def msearch(self, searches: Sequence[Search], what: str = "search") -> list[dict[str, Any]]:
         """Several stored templates in one round trip; any failed search raises (`what` names it)."""
         lines: list[Any] = []
         for s in searches:
             lines += [{"routing": s.routing} if s.routing else {}, self._body(s)]
-        resp = self.engine.request("POST", f"/{self.alias}/_msearch/template", ndjson(lines))
-        for r in resp["responses"]:
+        responses: list[dict[str, Any]] = self.engine.request("POST", f"/{self.alias}/_msearch/template",
+                                                              ndjson(lines))["responses"]
+        for r in responses:
             if "error" in r:
                 raise (parameter_error(what, r.get("status"), r["error"])
                        or EngineError(f"{what} failed: {r['error']}", r.get("status"), r["error"]))
-        return resp["responses"]
+        return responses
 
     def scroll(self, s: Search, page: int) -> Iterator[dict[str, Any]]:
         """Every page of a stored template's hits (pages of `page`), the scroll cleared at the end."""
@@ -222,17 +225,20 @@ class Catalog:
         self.refresh()
         return int(self.engine.request("POST", f"/{self.alias}/_count", {"query": dict(query)})["count"])
 
-    def stream(self, query: Mapping[str, Any], *, page: int = 500,
-               source: Mapping[str, Any] | bool = True) -> Iterator[dict[str, Any]]:
+    def stream(self, query: Mapping[str, Any], *, page: int = 500, source: Mapping[str, Any] | bool = True,
+               after_id: str | None = None) -> Iterator[dict[str, Any]]:
         """Every hit (`_id`, `_source`) matching `query`, read in pages under one point in time (a
         consistent view while others write) with search_after on a unique sort: constant memory.
         Where the engine refuses a point in time (OpenSearch without the privilege), search_after
-        alone: documents written meanwhile may or may not be included."""
+        alone: documents written meanwhile may or may not be included. On OpenSearch the order is by
+        `_id`, and `after_id` starts after that id (`ids_ordered` says whether this engine can)."""
+        if after_id is not None and not self.ids_ordered:
+            raise InvalidInput(f"{self.engine.info} streams in shard order, not by id: it cannot start after an id")
         pit = self._open_pit()
         opensearch = self.engine.info.family == "opensearch"
         body: dict[str, Any] = {"size": page, "query": dict(query), "_source": source, "track_total_hits": False,
                                 "sort": [{"_id": "asc"} if opensearch else {"_shard_doc": "asc"}]}
-        after: list[Any] | None = None
+        after: list[Any] | None = [after_id] if after_id is not None else None
         try:
             while True:
                 if after is not None:
@@ -252,12 +258,20 @@ class Catalog:
             if pit:
                 self._close_pit(pit)
 
+    @property
+    def ids_ordered(self) -> bool:
+        """Whether `stream` reads in `_id` order (OpenSearch; Elasticsearch refuses to sort on `_id`)."""
+        return self.engine.info.family == "opensearch"
+
     def _open_pit(self) -> str | None:
         try:
+            pit: str
             if self.engine.info.family == "opensearch":
-                return self.engine.request("POST", f"/{self.alias}/_search/point_in_time",
-                                           params={"keep_alive": "2m"})["pit_id"]
-            return self.engine.request("POST", f"/{self.alias}/_pit", params={"keep_alive": "2m"})["id"]
+                pit = self.engine.request("POST", f"/{self.alias}/_search/point_in_time",
+                                          params={"keep_alive": "2m"})["pit_id"]
+            else:
+                pit = self.engine.request("POST", f"/{self.alias}/_pit", params={"keep_alive": "2m"})["id"]
+            return pit
         except EngineError as e:
             if self.engine.info.family == "opensearch" and e.status in (400, 403, 404, 405):
                 return None
@@ -285,7 +299,8 @@ class Catalog:
         except EngineError as e:
             if e.status != 400 or "resource_already_exists" not in str(e.body):
                 raise
-        return self.engine.request("POST", f"/{name}/_doc", dict(record), {"refresh": "true"})["_id"]
+        record_id: str = self.engine.request("POST", f"/{name}/_doc", dict(record), {"refresh": "true"})["_id"]
+        return record_id
 
     def audit_records(self, size: int = 100) -> list[dict[str, Any]]:
         """The newest audit records, newest first (none before the first erase)."""
@@ -302,4 +317,5 @@ class Catalog:
         if force_merge:
             self.engine.request("POST", f"/{self.alias}/_forcemerge", params={"max_num_segments": 1})
         self.refresh()
-        return self.engine.request("GET", f"/{self.alias}/_stats/store,docs")["_all"]["primaries"]
+        primaries: dict[str, Any] = self.engine.request("GET", f"/{self.alias}/_stats/store,docs")["_all"]["primaries"]
+        return primaries

@@ -166,12 +166,14 @@ class Engine:
         return self.config.redact(text) if self.config else redact_text(text)
 
     # -- transport ---------------------------------------------------------------------------
-    def _send_opensearch(self, method: str, path: str, body: Any, params: dict | None, headers: dict) -> Any:
+    def _send_opensearch(self, method: str, path: str, body: Any, params: dict[str, Any] | None,
+                         headers: dict[str, str]) -> Any:
         # opensearch-py: `params` are URL parameters; request bodies (template params too) go in `body`.
         out = self._client.transport.perform_request(method, path, params=params or None, body=body, headers=headers)
         return self._wait(out) if self.asynchronous else out
 
-    def _send_elasticsearch(self, method: str, path: str, body: Any, params: dict | None, headers: dict) -> Any:
+    def _send_elasticsearch(self, method: str, path: str, body: Any, params: dict[str, Any] | None,
+                            headers: dict[str, str]) -> Any:
         if params:
             from urllib.parse import urlencode
 
@@ -186,8 +188,8 @@ class Engine:
             self.recorder(method, path, body, params)
         if self._send != self._send_opensearch:  # the Elasticsearch client traces its requests itself
             return self._call(method, path, body, params)
-        with span("esmem.engine", client=True, **{"db.system.name": "opensearch", "http.request.method": method,
-                                                  "url.path": path}):
+        with span("esmem.engine", {"db.system.name": "opensearch", "http.request.method": method, "url.path": path},
+                  client=True):
             return self._call(method, path, body, params)
 
     def _call(self, method: str, path: str, body: Any = None, params: dict[str, Any] | None = None) -> Any:
@@ -212,10 +214,12 @@ class Engine:
         reheat write-back) from auto-creating an index under the alias's name, which would block the
         next install of that prefix."""
         params = {"require_alias": "true", **({"refresh": refresh} if refresh else {})}
-        return self.request("POST", "/_bulk", ndjson(lines), params)
+        resp: dict[str, Any] = self.request("POST", "/_bulk", ndjson(lines), params)
+        return resp
 
     def cluster_health(self) -> dict[str, Any]:
-        return self.request("GET", "/_cluster/health")
+        health: dict[str, Any] = self.request("GET", "/_cluster/health")
+        return health
 
     def close(self) -> None:
         closing = self._client.close()

@@ -10,18 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any, Final, Literal, Mapping
 
-from esmem.domain.fusion import MODES
-from esmem.domain.merge import MergePolicy
-from esmem.domain.ranking import CLIENT_KNOBS, RecallParams, default_values, template_variables
 from esmem.errors import NotFound, NotInstalled
 from esmem.index.engine import Engine
 from esmem.index.templates import assets_root, render, render_json, stopwords
-from esmem.values import KINDS
 
 MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
 
@@ -82,16 +76,18 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-KEEP = "keep"  # install's `embedding` default: whatever embedder the live index has (none on a fresh install)
+KEEP: Final = "keep"  # install's `embedding` default: whatever embedder the live index has (none on a fresh install)
+Keep = Literal["keep"]
 
 
 def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0,
                embedding: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`embedding`: {"name", "dimensions"} of the embedder (esmem.hybrid.spec), or None (lexical only)."""
-    return render_json("templates/index_template.json.j2", {
+    body: dict[str, Any] = render_json("templates/index_template.json.j2", {
         "prefix": prefix, "family": engine.info.family, "major": engine.info.major, "k1": engine.info.K1,
         "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords())),
         "embedding": dict(embedding) if embedding else None})
+    return body
 
 
 def installed_embedding(engine: Engine, prefix: str) -> dict[str, Any] | None:
@@ -104,33 +100,39 @@ def installed_embedding(engine: Engine, prefix: str) -> dict[str, Any] | None:
     return {"name": found["name"], "dimensions": int(found["dimensions"])} if found else None
 
 
-def _embedding(engine: Engine, prefix: str, embedding: Mapping[str, Any] | None | str) -> dict[str, Any] | None:
+def _embedding(engine: Engine, prefix: str, embedding: Mapping[str, Any] | None | Keep) -> dict[str, Any] | None:
     return installed_embedding(engine, prefix) if embedding == KEEP else (dict(embedding) if embedding else None)
 
 
 RECENT_SIZE = 10  # the `recent` template's default size
 
 
-def search_variables(prefix: str, params: RecallParams | None = None,
-                     evergreen_kinds: tuple[str, ...] = ()) -> dict[str, Any]:
+@dataclass(frozen=True)
+class TemplateDefaults:
+    """What the ranking policy gives install: the variables its defaults render into the search
+    templates, and the fusion modes the stored `fuse` script dispatches on."""
+
+    variables: Mapping[str, Any]
+    fusions: tuple[str, ...]
+
+
+def search_variables(prefix: str, defaults: TemplateDefaults) -> dict[str, Any]:
     """What the search templates are rendered with: the prefix and the ranking policy's defaults."""
-    return {"prefix": prefix, "recent_size": RECENT_SIZE, "lookup_size": MergePolicy().candidates,
-            **template_variables(params or RecallParams(), evergreen_kinds)}
+    return {"prefix": prefix, "recent_size": RECENT_SIZE, **defaults.variables}
 
 
-def artifacts(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0, *,
-              params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = (),
+def artifacts(engine: Engine, prefix: str, defaults: TemplateDefaults, shards: int = 1, replicas: int = 0, *,
               embedding: Mapping[str, Any] | None = None) -> list[Artifact]:
-    """Everything `install` puts, rendered from the repo's files and the ranking policy."""
+    """Everything `install` puts, rendered from the repo's files and the ranking policy's defaults."""
     names = Names(prefix)
     root = assets_root()
     # the engine's BM25 scale (EngineInfo.bm25_boost) goes with the policy into the lexical clauses
-    variables = {**search_variables(prefix, params, evergreen_kinds), "bm25_boost": engine.info.bm25_boost,
+    variables = {**search_variables(prefix, defaults), "bm25_boost": engine.info.bm25_boost,
                  "family": engine.info.family, "leg": "bm25", "vectors": embedding is not None}
     body = index_body(engine, prefix, shards, replicas, embedding)
     out = [Artifact("index_template", names.index_template, body, _digest(body["template"]))]
     for path in sorted((root / "painless").glob("*.painless")):
-        source = render(f"painless/{path.name}", {"fusions": MODES}, shared=frozenset({"fusions"}))
+        source = render(f"painless/{path.name}", {"fusions": defaults.fusions}, shared=frozenset({"fusions"}))
         out.append(Artifact("script", names.script(path.stem),
                             {"script": {"lang": "painless", "source": source}}, _digest(source)))
     for path in sorted((root / "templates" / "search").glob("*.mustache.j2")):
@@ -182,14 +184,16 @@ def _same_template(installed: dict[str, Any], wanted: dict[str, Any]) -> bool:
             and installed.get("index_patterns") == wanted["index_patterns"])
 
 
-def _installed_script(engine: Engine, name: str) -> str | None:
+def installed_script(engine: Engine, name: str) -> str | None:
+    """The source of a stored script or search template, or None when it is not there."""
     try:
         resp = engine.request("GET", f"/_scripts/{name}")
     except NotFound:
         return None
     if not resp.get("found", True) or "script" not in resp:
         return None
-    return resp["script"]["source"]
+    source: str = resp["script"]["source"]
+    return source
 
 
 def current_index(engine: Engine, prefix: str) -> str | None:
@@ -202,11 +206,10 @@ def current_index(engine: Engine, prefix: str) -> str | None:
     return sorted(resp)[-1] if resp else None
 
 
-def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, shards: int = 1, replicas: int = 0,
-            params: RecallParams | None = None, evergreen_kinds: tuple[str, ...] = (),
-            embedding: Mapping[str, Any] | None | str = KEEP) -> InstallReport:
-    """PUT what is missing or different; create the versioned index + alias if missing. `params`
-    (a policy's RecallParams, default esmem's) become the defaults of the stored templates.
+def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate: bool = False, shards: int = 1,
+            replicas: int = 0, embedding: Mapping[str, Any] | None | Keep = KEEP) -> InstallReport:
+    """PUT what is missing or different; create the versioned index + alias if missing. `defaults`
+    (rendered from a ranking policy) become the defaults of the stored templates.
     `embedding` ({"name", "dimensions"}; None = lexical only; default: keep the live index's) sizes
     the vector field; changing it is a mapping change (`migrate`), which drops the old vectors:
     re-embed them with `esmem embed` (esmem.hybrid.reembed)."""
@@ -215,8 +218,7 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
     index_digest = ""
     old_embedding = installed_embedding(engine, prefix)
     embedding = old_embedding if embedding == KEEP else (dict(embedding) if embedding else None)
-    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds,
-                         embedding=embedding):
+    for art in artifacts(engine, prefix, defaults, shards, replicas, embedding=embedding):
         if art.kind == "index_template":
             index_digest = art.digest
             installed = _installed_template(engine, art.name)
@@ -226,7 +228,7 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
             engine.request("PUT", f"/_index_template/{art.name}", art.body)
             (report.updated if installed is not None else report.created).append(f"index template {art.name}")
         else:
-            installed_source = _installed_script(engine, art.name)
+            installed_source = installed_script(engine, art.name)
             if installed_source == art.body["script"]["source"]:
                 report.unchanged.append(f"script {art.name}")
                 continue
@@ -261,10 +263,10 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
     return report
 
 
-def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,
-          evergreen_kinds: tuple[str, ...] = (), embedding: Mapping[str, Any] | None | str = KEEP) -> list[str]:
-    """What differs between the cluster and the repo rendered with the policy (`params`, default
-    esmem's), one line per artifact and one per installed default that differs ([] = no drift).
+def check(engine: Engine, prefix: str, defaults: TemplateDefaults, *,
+          embedding: Mapping[str, Any] | None | Keep = KEEP) -> list[str]:
+    """What differs between the cluster and the repo rendered with the policy's `defaults`, one line
+    per artifact ([] = no drift).
 
     Shards and replicas are the installer's choice (`install --shards/--replicas`), not drift: the
     repo's template is rendered with the installed ones."""
@@ -276,10 +278,7 @@ def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None 
     topology = _flatten(topology)
     shards = int(topology.get("index.number_of_shards", 1))
     replicas = int(topology.get("index.number_of_replicas", 0))
-    if _installed_script(engine, names.script("recall")) is not None:
-        drift += [f"default {line}" for line in policy_drift(engine, prefix, params or RecallParams(), evergreen_kinds)]
-    for art in artifacts(engine, prefix, shards, replicas, params=params, evergreen_kinds=evergreen_kinds,
-                         embedding=_embedding(engine, prefix, embedding)):
+    for art in artifacts(engine, prefix, defaults, shards, replicas, embedding=_embedding(engine, prefix, embedding)):
         if art.kind == "index_template":
             index_digest, wanted_mappings = art.digest, art.body["template"]["mappings"]
             installed = _installed_template(engine, art.name)
@@ -288,7 +287,7 @@ def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None 
             elif not _same_template(installed, art.body):
                 drift.append(f"index template {art.name}: differs from templates/index_template.json.j2")
             continue
-        source = _installed_script(engine, art.name)
+        source = installed_script(engine, art.name)
         if source is None:
             drift.append(f"script {art.name}: missing")
         elif _digest(source) != art.digest:
@@ -342,109 +341,3 @@ def uninstall(engine: Engine, prefix: str, *, delete_data: bool = True) -> list[
         except NotFound:
             pass
     return removed
-
-
-# -- the installed ranking policy ---------------------------------------------------------------
-_CLIENT = re.compile(r"\{\{! esmem-client-defaults (\{.*?\}) \}\}")
-
-
-@dataclass(frozen=True)
-class InstalledPolicy:
-    """The defaults the stored templates hold, read back from the cluster."""
-
-    params: RecallParams
-    evergreen_kinds: tuple[str, ...]
-
-    def values(self) -> dict[str, str]:
-        return default_values(self.params, self.evergreen_kinds)
-
-
-def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
-    """Read the installed defaults: the `recall` template rendered with only namespace and query
-    (what any client gets), plus the client-side knobs kept in the template's comment."""
-    name = Names(prefix).script("recall")
-    source = _installed_script(engine, name)
-    if source is None:
-        raise NotInstalled(f"no search template {name} at {engine.url}: run `esmem install`")
-    found = _CLIENT.search(source)
-    client = json.loads(found.group(1)) if found else {}
-    def rendered(**params: Any) -> dict[str, Any]:
-        return engine.request("POST", "/_render/template", {"id": name, "params": {"namespace": "n", "query": "q",
-                                                                                   **params}})["template_output"]
-
-    try:
-        out = rendered()
-        # must-not-miss off by default: its clause (floor, boost) is rendered only for a call that turns it on
-        return _parse_rendered(out, client, None if _mnm(out) else rendered(must_not_miss=True))
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise NotInstalled(f"search template {name} is not one esmem renders (edited by hand?): {e!r}") from None
-
-
-def _fused(out: dict[str, Any]) -> dict[str, Any]:
-    rescore = out.get("rescore")  # the fusion as a rescore of the relevance top-N, or of every match
-    return rescore["query"]["rescore_query"]["function_score"] if rescore else out["query"]["function_score"]
-
-
-def _mnm(out: dict[str, Any]) -> dict[str, Any] | None:
-    """The must-not-miss clause of a rendered recall, if rendered."""
-    should = _fused(out)["query"]["bool"]["should"]
-    return should[1]["function_score"] if len(should) > 1 else None
-
-
-def _gate_on(gate: dict[str, Any]) -> bool:
-    """A flag's gate as rendered without the flag: `exists` on the namespace field (every memory) when
-    the default is on, on a field no memory has when it is off."""
-    return gate["exists"]["field"] == "namespace"
-
-
-def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
-                    with_mnm: dict[str, Any] | None = None) -> InstalledPolicy:
-    """The policy a rendered recall holds; `with_mnm`: the same rendered with must_not_miss on, when
-    the default (off) leaves the clause out."""
-    rescore = out.get("rescore")
-    fs = _fused(out)
-    should = fs["query"]["bool"]["should"]
-    # the rescore re-scores hits the first phase filtered, so only that phase carries the filters
-    flt = (out["query"] if rescore else fs["query"])["bool"]["filter"]
-    kinds = tuple(c["term"]["kind"] for c in flt[2]["bool"]["should"] if "term" in c)
-    lexical = should[0]["bool"]["should"]  # boosted by bm25_boost
-    mnm = _mnm(out) or (_mnm(with_mnm) if with_mnm else None)
-    if mnm is None:
-        raise ValueError("no must-not-miss clause")
-    mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
-    functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
-    flat = [c["bool"]["filter"][0]["term"]["kind"] for f in fs["functions"]
-            if f["script_score"]["script"]["params"]["kind"] == "*" for c in f["filter"]["bool"]["should"]]
-    script = functions[0]
-    for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma", "question_penalty"):
-        if len({f[name] for f in functions}) > 1:
-            raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
-    hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
-                                       if f["kind"] not in ("", "*")}
-    hl.update({kind: None for kind in flat})
-    if sorted(hl) != sorted(KINDS) or not all(hl[k] is None or hl[k].total_seconds() > 0 for k in hl):
-        raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
-    params = RecallParams(
-        mode=script["mode"], half_life=None, kind_half_lives=hl,
-        **{name: float(script[name]) for name in ("w", "k", "c", "alpha", "beta", "gamma", "question_penalty")},
-        must_not_miss=_mnm(out) is not None and _gate_on(mnm_bool["filter"][0]),
-        importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
-        must_not_miss_boost=float(mnm["functions"][0]["script_score"]["script"]["params"]["must_not_miss_boost"]),
-        entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
-        neighbour_boost=float(lexical[2]["match"]["neighbours"]["boost"]),
-        compound_boost=float(lexical[3]["match"]["content.joined"]["boost"]),
-        min_importance=float(flt[3]["range"]["importance"]["gte"]),
-        window=int(out["size"]), kinds=kinds or None, rescore_window=int(rescore["window_size"]) if rescore else 0,
-        include_superseded=_gate_on(flt[1]["bool"]["should"][1]),
-        **{k: client[k] for k in CLIENT_KNOBS if k in client})
-    return InstalledPolicy(params, tuple(client.get("evergreen_kinds", ())))
-
-
-def policy_drift(engine: Engine, prefix: str, params: RecallParams, evergreen_kinds: tuple[str, ...] = ()) -> list[str]:
-    """One line per installed default that differs from `params`: `w: installed 0.3, policy 0.1`."""
-    try:
-        got = installed_policy(engine, prefix).values()
-    except NotInstalled as e:
-        return [str(e)]
-    want = default_values(params, evergreen_kinds)
-    return [f"{k}: installed {got.get(k)}, policy {v}" for k, v in want.items() if got.get(k) != v]

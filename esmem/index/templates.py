@@ -29,9 +29,14 @@ def assets_root() -> Path:
 
 
 @lru_cache(maxsize=4)
+def _loader(root: str) -> jinja2.FileSystemLoader:
+    return jinja2.FileSystemLoader(root)
+
+
+@lru_cache(maxsize=4)
 def _environment(root: str) -> jinja2.Environment:
     return jinja2.Environment(
-        loader=jinja2.FileSystemLoader(root),
+        loader=_loader(root),
         undefined=jinja2.StrictUndefined,
         variable_start_string="[[", variable_end_string="]]",
         block_start_string="[%", block_end_string="%]",
@@ -57,7 +62,7 @@ def render(name: str, variables: dict[str, Any], root: Path | None = None,
     root = root or assets_root()
     env = _environment(str(root))
     try:
-        unknown = sorted(set(variables) - _declared(str(root), env.loader.get_source(env, name)[0]) - shared)
+        unknown = sorted(set(variables) - _declared(str(root), _loader(str(root)).get_source(env, name)[0]) - shared)
         if unknown:
             raise TemplateRenderError(f"{name}: unknown template variable(s): {', '.join(unknown)}")
         return env.get_template(name).render(**variables)
