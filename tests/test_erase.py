@@ -113,3 +113,20 @@ def test_an_erase_scoped_to_namespaces_never_follows_a_link_out_of_them(engine: 
     done = store.erase(namespaces=["er:a"], entity="Zed")
     assert done.remaining == 0 and "crosslink" not in _dump(engine, store.alias)
     assert ids["invoice_paid"] in _dump(engine, store.alias)
+
+
+def test_an_erase_of_many_scroll_batches_counts_every_deleted_memory(engine: Engine, installed: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenSearch sends one response header per scroll batch of a delete-by-query, and more than 100
+    headers make the HTTP client drop the answer and send the call again (which then deletes nothing):
+    with batches of 20, 2,500 memories are 125 batches, so each call must stay under 100 of them."""
+    import esmem.index.catalog as catalog
+
+    monkeypatch.setattr(catalog, "DELETE_BATCH", 20)
+    monkeypatch.setattr(catalog, "DELETE_CALL", 50 * 20)
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    store.remember_many([MemoryInput(f"inventory item {i} is on shelf {i % 40}", "er:bulk") for i in range(2500)])
+    store.remember("a memory of another namespace", "er:keep")
+    done = store.erase(namespaces=["er:bulk"])
+    assert (done.deleted, done.remaining) == (2500, 0)
+    assert store.count("er:bulk", status=None) == 0 and store.count("er:keep", status=None) == 1

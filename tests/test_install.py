@@ -6,6 +6,9 @@ from click.testing import CliRunner
 
 from esmem.cli.main import cli
 from esmem.domain.installation import artifacts, check, install
+from esmem.domain.merge import MergePolicy
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
 from esmem.errors import TemplateRenderError
 from esmem.index.engine import Engine
 from esmem.index.install import Names, current_index, uninstall
@@ -74,6 +77,21 @@ def test_migrate_reindexes_and_swaps_the_alias(engine: Engine, prefix: str, stor
     assert new != old and any("migrated" in c for c in migrated.created)
     doc = engine.request("GET", f"/{Names(prefix).alias}/_doc/x", params={"routing": "n"})
     assert doc["_source"]["content"] == "kept"
+
+
+def test_a_migration_of_many_scroll_batches_keeps_every_memory(engine: Engine, prefix: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """OpenSearch sends one response header per batch of a synchronous reindex, and more than 100
+    headers make the HTTP client drop the answer: with batches of 10, 1,500 memories are 150 batches."""
+    import esmem.index.install as installing
+
+    monkeypatch.setattr(installing, "REINDEX_BATCH", 10)
+    install(engine, prefix, shards=1)
+    store = MemoryStore(engine, prefix, merge=MergePolicy(enabled=False))
+    store.remember_many([MemoryInput(f"parcel {i} waits at dock {i % 7}", "n") for i in range(1500)])
+    migrated = install(engine, prefix, shards=2, migrate=True)
+    assert any("migrated" in c for c in migrated.created)
+    assert store.count("n", status=None) == 1500
 
 
 def test_uninstall_removes_only_its_own_prefix(engine: Engine, prefix: str) -> None:

@@ -63,6 +63,10 @@ class Checkpoint:
 
 
 # The audit index: when, which selector (digests only), how many; never a memory's text.
+# delete-by-query: documents per scroll batch, and per call (50 batches: see Catalog.delete_matching)
+DELETE_BATCH = 1000
+DELETE_CALL = 50 * DELETE_BATCH
+
 AUDIT_INDEX = {
     "settings": {"index": {"number_of_shards": 1, "auto_expand_replicas": "0-1"}},
     "mappings": {"dynamic": "strict", "properties": {
@@ -286,10 +290,20 @@ class Catalog:
     def delete_matching(self, query: Mapping[str, Any]) -> int:
         """Delete every document matching `query` (delete-by-query, sliced per shard), refreshed;
         how many were deleted. A document another writer changed meanwhile is skipped, not fatal:
-        callers count what is left and run it again."""
-        resp = self.engine.request("POST", f"/{self.alias}/_delete_by_query", {"query": dict(query)}, {
-            "slices": "auto", "conflicts": "proceed", "refresh": "true", "wait_for_completion": "true"})
-        return int(resp.get("deleted", 0))
+        callers count what is left and run it again.
+
+        At most `DELETE_CALL` documents per call: OpenSearch answers a delete-by-query with one
+        TASK_RESOURCE_USAGE header per scroll batch, and an HTTP client refuses a response of more
+        than 100 headers (Python's http.client does; the client then sends the call again, which
+        finds nothing left and reports 0 deleted)."""
+        deleted = 0
+        while True:
+            resp = self.engine.request("POST", f"/{self.alias}/_delete_by_query", {"query": dict(query)}, {
+                "slices": "auto", "conflicts": "proceed", "refresh": "true", "wait_for_completion": "true",
+                "max_docs": DELETE_CALL, "scroll_size": DELETE_BATCH})
+            deleted += int(resp.get("deleted", 0))
+            if int(resp.get("deleted", 0)) < DELETE_CALL:
+                return deleted
 
     def audit(self, record: Mapping[str, Any]) -> str:
         """Store one audit record (no memory content) in the prefix's audit index; its id."""

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Mapping
 
-from esmem.errors import NotFound, NotInstalled
+from esmem.errors import EngineError, NotFound, NotInstalled
 from esmem.index.engine import Engine
 from esmem.index.templates import assets_root, render, render_json, stopwords
 
@@ -206,6 +207,22 @@ def current_index(engine: Engine, prefix: str) -> str | None:
     return sorted(resp)[-1] if resp else None
 
 
+REINDEX_BATCH = 1000  # documents per scroll batch of a migration's reindex
+
+
+def _reindex(engine: Engine, body: Mapping[str, Any]) -> None:
+    """Run a reindex as a task and wait for its result, refusing one that failed anywhere (the alias
+    then stays on the old index). Not in one call: OpenSearch answers a synchronous reindex with one
+    TASK_RESOURCE_USAGE header per batch, and an HTTP client refuses more than 100 headers (Python's
+    http.client does; the client then sends the reindex again)."""
+    task = engine.request("POST", "/_reindex", dict(body), {"wait_for_completion": "false", "refresh": "true"})["task"]
+    while not (status := engine.request("GET", f"/_tasks/{task}")).get("completed"):
+        time.sleep(0.2)
+    failures = status.get("error") or status.get("response", {}).get("failures")
+    if failures:
+        raise EngineError(f"the migration's reindex failed, the alias stays on the old index: {failures!r:.500}")
+
+
 def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate: bool = False, shards: int = 1,
             replicas: int = 0, embedding: Mapping[str, Any] | None | Keep = KEEP) -> InstallReport:
     """PUT what is missing or different; create the versioned index + alias if missing. `defaults`
@@ -244,7 +261,7 @@ def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate:
         report.unchanged.append(f"index {live}")
     elif migrate:
         engine.request("PUT", f"/{wanted_index}", {})
-        reindex: dict[str, Any] = {"source": {"index": live}, "dest": {"index": wanted_index}}
+        reindex: dict[str, Any] = {"source": {"index": live, "size": REINDEX_BATCH}, "dest": {"index": wanted_index}}
         if embedding != old_embedding:  # vectors of another model (or size) cannot be kept
             reindex["script"] = {"lang": "painless", "source": "ctx._source.remove('embedding')"}
             if embedding:
@@ -252,7 +269,7 @@ def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate:
         elif embedding:  # the same model's vectors are kept, as the new mapping stores them (bytes)
             reindex["script"] = {"lang": "painless",
                                  "source": (assets_root() / "painless/migrate/quantize_embedding.painless").read_text()}
-        engine.request("POST", "/_reindex", reindex, {"wait_for_completion": "true", "refresh": "true"})
+        _reindex(engine, reindex)
         engine.request("POST", "/_aliases", {"actions": [
             {"remove": {"index": live, "alias": names.alias}},
             {"add": {"index": wanted_index, "alias": names.alias, "is_write_index": True}}]})
