@@ -36,6 +36,25 @@ def test_the_async_store_refuses_a_sync_engine_and_the_bridge_refuses_a_call_out
         Engine(engine.config, asynchronous=True).request("GET", "/")
 
 
+def test_a_store_is_built_without_a_request_so_an_async_one_can_be_built_outside_the_loop(engine, installed) -> None:
+    """Construction sends nothing: the engine is asked on first use (inside an async store's call)."""
+    sent: list[str] = []
+    async_engine = Engine(engine.config, asynchronous=True, recorder=lambda method, path, *_: sent.append(path))
+    store = AsyncMemoryStore(async_engine, installed)
+    MemoryStore(Engine(engine.config, recorder=lambda method, path, *_: sent.append(path)), installed)
+    assert sent == []
+
+
+    async def main() -> int:
+        try:
+            return await store.count("nobody")
+        finally:
+            await store.close()
+            await run(async_engine.close)
+
+    assert asyncio.run(main()) == 0 and sent
+
+
 def test_the_loop_stays_free_while_writes_and_recalls_wait_on_the_engine(engine, installed) -> None:
     """A ticker on the same loop keeps ticking through a multi-batch write and 20 concurrent recalls,
     every request sent from the loop's own thread (no worker thread), with the sync store's outcomes."""

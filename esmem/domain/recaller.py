@@ -37,7 +37,7 @@ class Recaller:
                  semantic: Semantic | None = None, background_reheat: bool = True):
         self.catalog = catalog
         self.reheater = Reheater(catalog.run_scripts, background_reheat,  # write-back off the answer's path
-                                 turn(catalog.engine, catalog.alias))
+                                 turn(catalog.engine, catalog.names.prefix))
         self.semantic = semantic  # optional kNN leg (esmem/domain/hybrid.py)
         self.params = params  # None: the ranking policy installed in the cluster
         self.clock = clock

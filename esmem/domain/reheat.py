@@ -112,10 +112,11 @@ _TURNS: "weakref.WeakKeyDictionary[object, dict[str, threading.Lock]]" = weakref
 _TURNS_LOCK = threading.Lock()
 
 
-def turn(engine: object, index: str) -> threading.Lock:
-    """The process's one background write-back turn for `index` through `engine`."""
+def turn(engine: object, prefix: str) -> threading.Lock:
+    """The process's one background write-back turn for the memories index of `prefix` through
+    `engine` (named by its prefix: a store's construction reads nothing from the engine)."""
     with _TURNS_LOCK:
-        return _TURNS.setdefault(engine, {}).setdefault(index, threading.Lock())
+        return _TURNS.setdefault(engine, {}).setdefault(prefix, threading.Lock())
 
 
 def flush_all(timeout: float | None = None) -> bool:
