@@ -95,9 +95,7 @@ def growth(store: MemoryStore, namespace: str | None = None, *, project: int | N
     docs, deleted = int(prim["docs"]["count"]), int(prim["docs"].get("deleted", 0))
     size = int(prim["store"]["size_in_bytes"])
     per_doc = size / docs if docs else 0.0
-    params: dict[str, Any] = {"tombstone": TOMBSTONE}
-    if namespace:
-        params["namespace"] = namespace
+    params: dict[str, Any] = {"tombstone": TOMBSTONE, **({"namespace": namespace} if namespace else {"every": True})}
     resp = store.catalog.search(Search("growth", params, routing=namespace))
     spaces = tuple(_namespace(b["key"], {s["key"]: s["doc_count"] for s in b["status"]["buckets"]},
                               b["outdated"]["doc_count"], b["tombstones"]["doc_count"], per_doc)

@@ -147,6 +147,12 @@ class AsyncMemoryStore:
         return await run(self.store.export, out, namespaces, all_versions=all_versions, vectors=vectors,
                          progress=progress)
 
+    async def export_to(self, path: str, namespaces: Sequence[str], *, all_versions: bool = False,
+                        vectors: bool = True, resume: bool = False, progress: Callable[[int], None] | None = None,
+                        start: Callable[[exporting.Resume], None] | None = None) -> int:
+        return await run(self.store.export_to, path, namespaces, all_versions=all_versions, vectors=vectors,
+                         resume=resume, progress=progress, start=start)
+
     async def restore_export(self, path: str, *, progress: Callable[[int], None] | None = None,
                              total: Callable[[int], None] | None = None) -> exporting.Restored:
         return await run(self.store.restore_export, path, progress=progress, total=total)
