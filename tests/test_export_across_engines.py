@@ -132,7 +132,12 @@ def test_an_export_restored_on_the_other_major_has_the_same_history_and_recall(
     want = _recalls(local)
     assert sum(1 for top, pinned in got.values() if top or pinned) == 50, [q for q in QUERIES if not got[q][0]]
     for q in QUERIES:
-        assert _ids(got)[q] == _ids(want)[q], (q, want[q], got[q])
+        assert _sets(got)[q] == _sets(want)[q], (q, want[q], got[q])
         assert all(abs(a - b) <= 1e-4 for (_, a), (_, b) in zip(want[q][0], got[q][0])), (
             q, want[q][0], got[q][0])
+        # the same order, but for memories whose scores tie within float noise (the engines may list
+        # tied hits in another order)
+        score = dict(want[q][0])
+        for (w, ws), (g, _) in zip(want[q][0], got[q][0]):
+            assert w == g or abs(score[g] - ws) <= 1e-4, (q, want[q][0], got[q][0])
 
