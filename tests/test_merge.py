@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from esmem.domain.merge import Candidate, Mergeable, MergePolicy, could_merge, decide
+from esmem.domain.merge import Candidate, Mergeable, MergePolicy, conflict, could_merge, decide
 from esmem.domain.pairs import read
 from esmem.errors import ConfigError
 
@@ -189,7 +189,8 @@ def test_disabled_policy_always_adds_and_bad_policy_is_refused() -> None:
 
 
 WORDS = ["deploy", "friday", "billing", "window", "redis", "cache", "部署", "缓存", "18:00", "20:00", "team", "coffee",
-         "now", "instead", "also", "not", "moved", "改成", "也", "sister", "allergic", "is", "my", "是", "lives in"]
+         "now", "instead", "also", "not", "moved", "改成", "也", "sister", "allergic", "is", "my", "是", "lives in",
+         "according to the onboarding call", "(据周会纪要)"]
 
 
 @given(a=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), b=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
@@ -203,15 +204,33 @@ def test_could_merge_lets_through_every_pair_decide_does_not_simply_add(a, b, ki
     for valid_from in ("2025-01-01T00:00:00Z", LATER):
         if decide(new, kind, [cand("o", old, kind=kind, valid_from="2026-01-01T00:00:00Z")], policy, valid_from).action != "add":
             assert could_merge(new, old, kind, policy)
+            assert conflict(new, old, kind, policy) and conflict(old, new, kind, policy)
+
+
+def test_the_batching_measure_reads_the_topic_without_provenance_as_the_decision_does() -> None:
+    """A long provenance clause on one side must not hide a pair the decision reads on the rest of the
+    texts (here "with more detail": a replacement) from the batching and settle filter."""
+    old, new = "deploy friday (据周会纪要)", "deploy friday window according to the weekly onboarding sync call notes"
+    assert decide(new, "rule", [cand("o", old, kind="rule", valid_from="2026-01-01T00:00:00Z")], MergePolicy(), LATER).action == "supersede"
+    assert could_merge(new, old, "rule", MergePolicy()) and conflict(new, old, "rule", MergePolicy())
+
+
+def test_one_template_with_other_values_is_two_facts_the_batching_need_not_separate() -> None:
+    """Memories of one frame with two slots changed share a topic (could_merge) but read as two facts:
+    no conflict, so a long write puts them in one batch."""
+    a, b = "Ana prefers vim for the apollo project", "Ben prefers emacs for the apollo project"
+    assert could_merge(a, b, "preference", MergePolicy())
+    assert decide(b, "preference", [cand("o", a, kind="preference")], MergePolicy(), LATER).action == "add"
+    assert not conflict(a, b, "preference", MergePolicy())
 
 
 @given(earlier=st.lists(st.lists(st.sampled_from(WORDS), max_size=6), max_size=8),
        new=st.lists(st.sampled_from(WORDS), max_size=6), kind=st.sampled_from(["rule", "event"]),
        min_overlap=st.sampled_from([0.3, 0.5, 0.95]), dup_overlap=st.sampled_from([0.4, 0.9]),
        gone=st.sets(st.integers(0, 7)), back=st.sets(st.integers(0, 7)))
-def test_mergeable_answers_could_merge_against_every_added_content(earlier, new, kind, min_overlap, dup_overlap,
+def test_mergeable_answers_conflict_against_every_added_content(earlier, new, kind, min_overlap, dup_overlap,
                                                                    gone, back) -> None:
-    """The token index a long write keeps per group says yes exactly when some pair would, leaving
+    """The token index a long write keeps per group says yes exactly when some pair conflicts, leaving
     out what was discarded (a memory the write retired) unless it was added again."""
     policy = MergePolicy(min_overlap=min_overlap, dup_overlap=dup_overlap)
     index = Mergeable(kind, policy)
@@ -222,7 +241,7 @@ def test_mergeable_answers_could_merge_against_every_added_content(earlier, new,
     for n in back:
         index.add(" ".join(earlier[n]) if n < len(earlier) else "", f"m{n}")
     alive = [w for n, w in enumerate(earlier) if n not in gone or n in back]
-    assert index.any(" ".join(new)) == any(could_merge(" ".join(new), " ".join(w), kind, policy) for w in alive)
+    assert index.any(" ".join(new)) == any(conflict(" ".join(new), " ".join(w), kind, policy) for w in alive)
 
 
 def test_conversation_turns_are_only_deduplicated() -> None:

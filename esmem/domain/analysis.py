@@ -86,21 +86,22 @@ def _analyse(text: str) -> tuple[list[str], list[str]]:
 
     def flush() -> None:
         if len(run) == 1:
-            index.append(run[0])
-            search.append(run[0])
+            index.append(_stem(run[0]))
+            search.append(_stem(run[0]))
         else:
             for i in range(len(run) - 1):
-                index.append(run[i])
-                index.append(run[i] + run[i + 1])
-                search.append(run[i] + run[i + 1])
-            index.append(run[-1])
+                index.append(_stem(run[i]))
+                index.append(_stem(run[i] + run[i + 1]))
+                search.append(_stem(run[i] + run[i + 1]))
+            index.append(_stem(run[-1]))
         run.clear()
 
     for raw, start, end in _segments(text):
-        token = _normalise(raw) if wide else _strip_possessive(raw.lower())
-        if token in STOP_WORDS:
+        unit = _unit(raw, wide)
+        if unit is None:
             continue
-        if _is_cjk(token):
+        token, cjk = unit
+        if cjk:
             if run and start != last_end:
                 flush()
             run.extend(token)
@@ -108,11 +109,18 @@ def _analyse(text: str) -> tuple[list[str], list[str]]:
             continue
         if run:
             flush()
-        index.append(token)
-        search.append(token)
+        index.append(_stem(token))
+        search.append(index[-1])
     if run:
         flush()
-    return [_stem(t) for t in index], [_stem(t) for t in search]
+    return index, search
+
+
+@lru_cache(maxsize=65536)  # a vocabulary recurs: each word is normalised once (a third of _analyse)
+def _unit(raw: str, wide: bool) -> tuple[str, bool] | None:
+    """A segment as both analyzers see it: (token, whether CJK), or None for a stop word."""
+    token = _normalise(raw) if wide else _strip_possessive(raw.lower())
+    return None if token in STOP_WORDS else (token, _is_cjk(token))
 
 
 @lru_cache(maxsize=16384)  # MMR and update resolution see the same memories recall after recall

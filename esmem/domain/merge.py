@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
 from esmem.domain import pairs
-from esmem.domain.pairs import Reading, pair_tokens, reaches_far
+from esmem.domain.pairs import Reading, topic
 from esmem.errors import ConfigError
 
 
@@ -98,14 +99,39 @@ def read(content: str, kind: str, valid_from: str | None, c: Candidate, policy: 
 
 
 def could_merge(a: str, b: str, kind: str, policy: MergePolicy, semantic: bool = False) -> bool:
-    """Whether `decide` could read two memories of `kind` as anything but coexisting: their topic
-    overlap reaches `min_overlap`, or `reach` when one of them reaches far (pairs.reaches_far); with
-    an embedder (`semantic`), any pair of which one reaches far (their cosine may say one topic). The
-    write path keeps such pairs out of one batch and looks up again, in the settle step, only
-    memories with such a pair among what was written since."""
-    ta, tb = set(pair_tokens(a)), set(pair_tokens(b))
-    far = reaches_far(a) or reaches_far(b)
+    """Whether `decide` could read two memories of `kind` as anything but coexisting, by the reading's
+    first test alone (cheap: token sets): their topic overlap reaches `min_overlap`, or `reach` when
+    one of them reaches far (pairs.topic); with an embedder (`semantic`), any pair of which one reaches
+    far (their cosine may say one topic)."""
+    (ta, far_a), (tb, far_b) = topic(a), topic(b)
+    far = far_a or far_b
     return bool(ta and tb) and ((semantic and far) or _merges(len(ta & tb), len(ta), len(tb), far, policy))
+
+
+@lru_cache(maxsize=1 << 16)  # a long write asks it of the same pairs batch after batch
+def conflict(a: str, b: str, kind: str, policy: MergePolicy, semantic: bool = False,
+             a_from: str | None = None, b_from: str | None = None) -> bool:
+    """Whether `decide` would do anything but add `a` with `b` as its candidate: `could_merge`, then
+    (without an embedder, whose cosine the client does not have) the pair reading itself, older text
+    first by the two `valid_from` (either order when one is not known). The write path keeps such
+    pairs out of one batch, looks up again in the settle step only memories with such a pair among
+    what was written since, and skips the look-up of a memory of a new group that has no such pair
+    (novelty.py). Memories of one template with other values ("Ana prefers vim for Apollo", "Ben
+    prefers emacs for Zeus") share a topic but read as two facts: they are written in one batch."""
+    if not could_merge(a, b, kind, policy, semantic):
+        return False
+    if semantic:
+        return True
+    if a_from is not None and b_from is not None:
+        orders = [ordered(a, a_from, Candidate("", 0.0, {"content": b, "valid_from": b_from}))]
+    else:
+        orders = [(a, b), (b, a)]
+    return any(_reading(old, new, kind, policy).verdict != pairs.COEXISTS for old, new in orders)
+
+
+def _reading(old: str, new: str, kind: str, policy: MergePolicy) -> Reading:
+    return pairs.read(old, new, kind, dup_overlap=policy.dup_overlap, min_overlap=policy.min_overlap,
+                      events=policy.events)
 
 
 def _merges(common: int, a: int, b: int, far: bool, policy: MergePolicy) -> bool:
@@ -114,45 +140,53 @@ def _merges(common: int, a: int, b: int, far: bool, policy: MergePolicy) -> bool
 
 
 class Mergeable:
-    """Contents of one kind, indexed by pair token, so `could_merge` of a new memory against all of
-    them costs its shared tokens' postings rather than one comparison per content (a long write asks
-    it of every memory against every earlier one of its group). A content added under a `key`
-    can be discarded again (a memory the write retired) and comes back when added again."""
+    """Contents of one kind, indexed by pair token, so `conflict` of a new memory against all of them
+    costs its shared tokens' postings (and a reading of the few that share a topic) rather than one
+    comparison per content (a long write asks it of every memory against every earlier one of its
+    group). A content added under a `key` can be discarded again (a memory the write retired) and
+    comes back when added again."""
 
     def __init__(self, kind: str, policy: MergePolicy, semantic: bool = False):
         self.kind, self.policy, self.semantic = kind, policy, semantic
+        self._contents: list[tuple[str, str | None]] = []  # (content, valid_from)
         self._sizes: list[int] = []
         self._far: list[bool] = []
         self._postings: dict[str, list[int]] = defaultdict(list)
         self._at: dict[str, int] = {}
         self._gone: set[int] = set()
 
-    def add(self, content: str, key: str | None = None) -> None:
+    def add(self, content: str, key: str | None = None, valid_from: str | None = None) -> None:
         if key is not None and key in self._at:
             self._gone.discard(self._at[key])
             return
-        ta = set(pair_tokens(content))
+        ta, far = topic(content)
         for t in ta:
             self._postings[t].append(len(self._sizes))
         if key is not None:
             self._at[key] = len(self._sizes)
+        self._contents.append((content, valid_from))
         self._sizes.append(len(ta))
-        self._far.append(reaches_far(content))
+        self._far.append(far)
 
     def discard(self, key: str) -> None:
         if key in self._at:
             self._gone.add(self._at[key])
 
-    def any(self, content: str) -> bool:
-        """Whether `could_merge(content, c, kind, policy, semantic)` holds for some added content c not
-        discarded."""
-        ta, far = set(pair_tokens(content)), reaches_far(content)
+    def any(self, content: str, valid_from: str | None = None, reads: int | None = None) -> bool:
+        """Whether `conflict(content, c, ...)` holds for some added content c not discarded; with
+        `reads`, also (a "maybe") when more than that many share a topic with it, so that the answer
+        costs at most that many pair readings."""
+        ta, far = topic(content)
         if self.semantic and ta and any(self._sizes[i] and (far or self._far[i])
                                         for i in range(len(self._sizes)) if i not in self._gone):
             return True
         common = Counter(i for t in ta for i in self._postings.get(t, ()))
-        return any(_merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy)
-                   for i, n in common.items() if i not in self._gone)
+        near = [i for i, n in common.items()
+                if i not in self._gone and _merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy)]
+        if self.semantic or (reads is not None and len(near) > reads):
+            return bool(near)
+        return any(conflict(content, self._contents[i][0], self.kind, self.policy, False, valid_from,
+                            self._contents[i][1]) for i in near)
 
 
 def decide(content: str, kind: str, candidates: Sequence[Candidate], policy: MergePolicy,

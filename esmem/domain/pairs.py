@@ -190,12 +190,16 @@ def pair_tokens(text: str) -> tuple[str, ...]:
     CJK as single characters (particles dropped): the unit of the pair's alignment and overlap."""
     out: list[str] = []
     for raw, _, _ in _segments(text):
-        token = _normalise(raw)
-        if _is_cjk(token):
-            out.extend(ch for ch in token if ch not in _CJK_FUNCTION)
-        elif token not in STOP_WORDS and token not in _DETERMINERS:
-            out.append(_stem(token))
+        out.extend(_pair_unit(raw))
     return tuple(out)
+
+
+@lru_cache(maxsize=65536)  # a vocabulary recurs: normalising and stemming a word once saves half of pair_tokens
+def _pair_unit(raw: str) -> tuple[str, ...]:
+    token = _normalise(raw)
+    if _is_cjk(token):
+        return tuple(ch for ch in token if ch not in _CJK_FUNCTION)
+    return () if token in STOP_WORDS or token in _DETERMINERS else (_stem(token),)
 
 
 def _weight(a: tuple[str, ...], b: tuple[str, ...]) -> float:
@@ -274,12 +278,6 @@ def _subject(text: str) -> tuple[tuple[str, ...], str, str] | None:
     return (head, "is", text[m.end():]) if len(content) >= 2 or (owned and content) else None
 
 
-@lru_cache(maxsize=16384)
-def reaches_far(text: str) -> bool:
-    """Whether a text may be read as related to one it shares under `min_overlap` of its topic: it
-    carries a change, event or correction cue (the only reading that looks below that overlap)."""
-    return bool(_CHANGE_EN_RE.search(text) or _EVENT_EN_RE.search(text) or _BU_LE.search(text)
-                or (_HAN.search(text) and (_CHANGE_ZH_RE.search(text) or _EVENT_ZH_RE.search(text))))
 
 
 class _Text:
@@ -290,13 +288,27 @@ class _Text:
     def __init__(self, raw: str):
         self.text = _PROVENANCE.sub(" ", raw)
         self.tokens = pair_tokens(self.text)
-        self.search = token_sets(self.text)[1]
+        self.topic = frozenset(self.tokens)
         self.change = _found(self.text, _CHANGE_EN_RE, _CHANGE_ZH_RE)
         self.event = _found(self.text, _EVENT_EN_RE, _EVENT_ZH_RE)
-        self.additive = _found(self.text, _ADDITIVE_EN_RE, _ADDITIVE_ZH_RE)
-        self.retract = _found(self.text, _RETRACT_EN_RE, _RETRACT_ZH_RE)
         self.bu_le = bool(_BU_LE.search(self.text))
-        self.negated = _negated(self.text)
+        self.far = bool(self.change or self.event or self.bu_le)
+
+    @cached_property
+    def search(self) -> frozenset[str]:
+        return token_sets(self.text)[1]
+
+    @cached_property
+    def additive(self) -> frozenset[str]:
+        return _found(self.text, _ADDITIVE_EN_RE, _ADDITIVE_ZH_RE)
+
+    @cached_property
+    def retract(self) -> frozenset[str]:
+        return _found(self.text, _RETRACT_EN_RE, _RETRACT_ZH_RE)
+
+    @cached_property
+    def negated(self) -> bool:
+        return _negated(self.text)
 
     @cached_property
     def plain(self) -> tuple[str, ...]:
@@ -336,6 +348,14 @@ def _found(text: str, en: regex.Pattern[str], zh: regex.Pattern[str]) -> frozens
 @lru_cache(maxsize=32768)
 def _read_text(raw: str) -> _Text:
     return _Text(raw)
+
+
+def topic(text: str) -> tuple[frozenset[str], bool]:
+    """What the reading's first test looks at: the text's pair tokens (its provenance left out), and
+    whether it reaches far - it carries a change, event or correction cue, the only reading that looks
+    below `min_overlap` of a topic."""
+    t = _read_text(text)
+    return t.topic, t.far
 
 
 def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap: float = 0.5,

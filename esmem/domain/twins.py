@@ -1,7 +1,7 @@
 """A speed device of the settle step: look up again only the written memories that could have a twin.
 
 Without a judge a twin is a same-kind memory written since the decision's checkpoint that
-`merge.could_merge` accepts, so one read of what was written since rules out the rest and their
+`merge.conflict` accepts, so one read of what was written since rules out the rest and their
 look-ups are skipped, with the same outcome. A full page: every memory is looked up. It acts only when
 another writer wrote since the checkpoint (a lone writer skips the settle read first, lone_writer.py):
 a 5k single-writer import sends the same 511 requests with or without it; its gain under concurrent
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from esmem.domain.merge import MergePolicy, could_merge
+from esmem.domain.merge import MergePolicy, conflict
 from esmem.index.catalog import Catalog, Search
 
 
@@ -29,5 +29,5 @@ def may_have_twins(catalog: Catalog, policy: MergePolicy, semantic: bool, writte
     for h in hits:
         since[(h["_source"]["namespace"], h["_source"]["kind"])].append((h["_id"], h["_source"]["content"]))
     return [(doc_id, d) for doc_id, d in written if any(
-        other != doc_id and could_merge(d["content"], content, d["kind"], policy, semantic)
+        other != doc_id and conflict(d["content"], content, d["kind"], policy, semantic)
         for other, content in since[(d["namespace"], d["kind"])])]
