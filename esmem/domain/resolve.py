@@ -71,13 +71,6 @@ def _update(marked: bool, rel_newer: float, rel_older: float, ratio: float, kind
     return marked or (kind in RATIO_KINDS and rel_newer >= ratio * rel_older)
 
 
-def linked(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """The write-time merge left the pair uncertain and linked it (esmem/domain/merge.py): `new` may
-    update `old`, whatever the query matches of them."""
-    return old["_id"] in _listed(new["_source"].get("possibly_updates")) or \
-        new["_id"] in _listed(old["_source"].get("possibly_updated_by"))
-
-
 def _listed(value: Any) -> list[str]:
     return [] if value is None else list(value) if isinstance(value, list) else [value]
 
@@ -91,12 +84,16 @@ def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, facto
     score = {h["_id"]: float(h["_score"]) for h in hits}
     rels = {h["_id"]: rel(h) for h in eligible}  # once per candidate, not once per pair
     marked = {h["_id"]: bool(CHANGE.search(h["_source"]["content"])) for h in eligible}
+    # the pairs (old id, new id) the write-time merge left uncertain and linked (esmem/domain/merge.py):
+    # the new one may update the old, whatever the query matches of them
+    links = {(o, h["_id"]) for h in eligible for o in _listed(h["_source"].get("possibly_updates"))} | \
+        {(h["_id"], n) for h in eligible for n in _listed(h["_source"].get("possibly_updated_by"))}
     demoted: dict[str, str] = {}
     for old in eligible:
         for new in eligible:
             if new is old:
                 continue
-            if not linked(old, new) and (
+            if (old["_id"], new["_id"]) not in links and (
                     new["_source"]["kind"] != old["_source"]["kind"]
                     or new["_source"]["valid_from"] <= old["_source"]["valid_from"]
                     or not same_topic(m[old["_id"]], m[new["_id"]], overlap)
