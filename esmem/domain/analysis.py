@@ -35,7 +35,8 @@ def _fold_width(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", ch) if "\uff00" <= ch <= "\uffef" else ch for ch in text)
 
 
-def _segments(text: str) -> list[tuple[str, int, int]]:
+@lru_cache(maxsize=4096)  # the pair reading and both analyzers segment the same text one after the other
+def _segments(text: str) -> tuple[tuple[str, int, int], ...]:
     """Standard tokenizer: UAX #29 word segments that hold a letter or digit, with offsets."""
     out: list[tuple[str, int, int]] = []
     pos = 0
@@ -46,7 +47,7 @@ def _segments(text: str) -> list[tuple[str, int, int]]:
         for i in range(0, len(part), MAX_TOKEN_LENGTH):
             chunk = part[i:i + MAX_TOKEN_LENGTH]
             out.append((chunk, start + i, start + i + len(chunk)))
-    return out
+    return tuple(out)
 
 
 def _is_cjk(token: str) -> bool:
