@@ -363,6 +363,7 @@ def test_a_writer_whose_create_finds_its_id_stored_links_what_it_retired(engine,
         runner.join(30)
         return second_create(docs, **kw)
 
+    # both wrappers only order the two writers' creates; each create is the real one, on the engine
     monkeypatch.setattr(first.writer, "_create", first_waits)
     monkeypatch.setattr(second.writer, "_create", first_creates_first)
     answers = {}

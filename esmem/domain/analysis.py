@@ -88,12 +88,12 @@ def _analyse(text: str) -> tuple[list[str], list[str]]:
     def flush() -> None:
         if len(run) == 1:
             index.append(_stem(run[0]))
-            search.append(_stem(run[0]))
+            search.append(index[-1])
         else:
             for i in range(len(run) - 1):
                 index.append(_stem(run[i]))
                 index.append(_stem(run[i] + run[i + 1]))
-                search.append(_stem(run[i] + run[i + 1]))
+                search.append(index[-1])
             index.append(_stem(run[-1]))
         run.clear()
 

@@ -278,8 +278,6 @@ def _subject(text: str) -> tuple[tuple[str, ...], str, str] | None:
     return (head, "is", text[m.end():]) if len(content) >= 2 or (owned and content) else None
 
 
-
-
 class _Text:
     """What the reading needs of one text, computed once per text (a batch reads each memory against
     several candidates, and the candidates recur from memory to memory); what only a pair on one topic
