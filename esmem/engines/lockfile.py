@@ -155,4 +155,5 @@ def _download(opener: urllib.request.OpenerDirector, url: str, path: Path, sha25
     if h.hexdigest() != sha256:
         part.unlink(missing_ok=True)
         raise EsmemError(f"{url}: SHA-256 {h.hexdigest()} does not match the lock ({sha256}); nothing was kept")
+    part.chmod(0o644)  # mkstemp makes it 0600: an engine image or another user reads the cache too
     part.replace(path)
