@@ -141,7 +141,7 @@ def test_cli_report_has_every_path_and_leaves_the_prefix_alone(engine: Engine, i
     assert ingest["no merge"]["actions"] == {"added": 300}
     assert run["index"]["live"]["docs"] == 300 and run["index"]["live"]["bytes_per_memory"] > 0
     assert run["index"]["force_merged"]["bytes_per_memory"] > 0
-    assert len(run["targets"]) == 6 and all(t["met"] in (True, False, None) for t in run["targets"])  # #18's five + (d)
+    assert len(run["targets"]) == 6 and all(t["met"] in (True, False, None) for t in run["targets"])  # five speed targets + (d)
     # the bench cleaned up after itself and never touched the prefix it was given
     leftovers = engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"})
     scripts = engine.request("GET", "/_cluster/state/metadata", params={"filter_path": "metadata.stored_scripts"})

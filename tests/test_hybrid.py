@@ -113,7 +113,7 @@ def test_one_round_trip_and_fusion_matches_the_reference(engine, semantic, prefi
     calls = []
     eng = Engine(engine.config, recorder=lambda m, p, b, q: calls.append((m, p, b)))
     store = MemoryStore(eng, prefix, embedder=minilm(), clock=lambda: NOW)
-    params = RecallParams(mmr=False, pinned=0, resolve=False)  # the two legs alone (no #15 client stages)
+    params = RecallParams(mmr=False, pinned=0, resolve=False)  # the two legs alone (no client stages)
     fusion = Fusion(weight=0.4, keep_top=False)  # the formula alone (keep_top: test_rrf_and_fusion_edge_cases)
     res = store.recall("cat kitten pet", "u", 5, params=params, touch=False, fusion=fusion)
     searches = [c for c in calls if c[1].endswith("/_msearch/template")]
@@ -257,7 +257,7 @@ def test_cli_index_of_the_chinese_model_recalls_a_paraphrase_sharing_no_word(eng
 
 
 def test_a_pinned_memory_reaches_the_ranking_through_the_lexical_gate_only(semantic: MemoryStore) -> None:
-    """#15 x #16: a pinned memory (importance >= floor) the kNN leg finds close to an unrelated query stays
+    """A pinned memory (importance >= floor) the kNN leg finds close to an unrelated query stays
     in the pinned section, as it does without an embedder; with pinned=0 the kNN leg may rank it."""
     allergy = semantic.remember("allergic to penicillin and every other antibiotic", "pin", kind="fact",
                                 importance=10)

@@ -96,7 +96,7 @@ def test_per_kind_half_lives_and_no_default_decay_match_the_reference(parity_sto
 @pytest.mark.parametrize("window", [5, 30, 0])
 def test_the_fusion_reranks_the_relevance_top_window_as_the_reference_does(parity_store: MemoryStore,
                                                                              window: int) -> None:
-    """#18: the template fuses the relevance top-`rescore_window` (a rescore, so the query phase can
+    """The template fuses the relevance top-`rescore_window` (a rescore, so the query phase can
     prune); the reference: take the rel top-window, fuse each in Python, sort. 0 = every match."""
     store = parity_store
     params = params_from_strings(RecallParams(mode="blend", mmr=False, rescore_window=window), {"half_life": "20d"})

@@ -19,6 +19,7 @@ from esmem.domain.merge import MergePolicy, decide
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
+from esmem.domain.validate import Limits, document
 from esmem.errors import InvalidInput, NotFound
 from esmem.values import parse_time
 from writers import run_writers  # tests/writers.py
@@ -346,7 +347,7 @@ def test_cli_remember_dry_run_history_and_restore(engine, installed) -> None:
 
 
 def test_settle_looks_only_at_what_was_written_after_the_decision_saw_the_index(clocked: MemoryStore) -> None:
-    """#18: the settle step reads the memories written since the global checkpoint read before the
+    """The settle step reads the memories written since the global checkpoint read before the
     batch's look-ups (this batch's and a concurrent writer's) and looks up again only a memory that
     could merge with one of them, with that checkpoint, so the engine scores only what is new."""
     store = clocked
@@ -384,7 +385,7 @@ def test_settle_looks_only_at_what_was_written_after_the_decision_saw_the_index(
 
 
 def test_settle_skips_the_look_ups_when_nothing_written_since_could_merge(clocked: MemoryStore) -> None:
-    """#18: two memories of one batch never merge with each other (the batch is made so), so a lone
+    """Two memories of one batch never merge with each other (the batch is made so), so a lone
     writer's settle step is one read of what was written since, and no look-up."""
     store = clocked
     searches: list[list] = []
@@ -414,7 +415,7 @@ def _requests(store: MemoryStore, monkeypatch) -> list[str]:
 
 
 def test_a_lone_writer_skips_the_settle_read_and_the_refresh_before_each_look_up(clocked, monkeypatch) -> None:
-    """#18: when every write numbered after the checkpoint its look-ups saw is the writer's own (the
+    """When every write numbered after the checkpoint its look-ups saw is the writer's own (the
     shard's sequence numbers say so), no twin can exist: the settle step reads nothing, and the next
     batch's look-ups, with nothing written since the last refresh, neither read a checkpoint nor refresh."""
     store = clocked
@@ -427,12 +428,15 @@ def test_a_lone_writer_skips_the_settle_read_and_the_refresh_before_each_look_up
                                for n, t in enumerate(texts)], batch_size=2)
     assert [r.action for r in out] == ["added", "added", "superseded", "added", "duplicate", "added"]
     assert "POST _search/template" not in calls and calls.count("POST _msearch/template") == 3  # no settle read
-    assert calls.count("POST _refresh") == 1 + 3 and calls.count("GET _stats/docs") == 1 + 3  # once, then per batch
+    # one per batch, after its creates (and one before the first look-ups, unless a refresh of the process
+    # was recent), each preceded by its checkpoint read
+    assert calls.count("POST _refresh") in (3, 1 + 3) and calls.count("GET _stats/docs") == calls.count("POST _refresh")
+    assert calls[calls.index("POST _msearch/template") + 1:].count("POST _refresh") == 3
 
 
 def test_a_batch_s_refresh_and_settle_run_beside_the_next_batch_s_planning_never_beside_a_request(engine, installed,
                                                                                                    monkeypatch) -> None:
-    """#18: the last step of a batch (its refresh and settle step) runs in a worker thread while the
+    """The last step of a batch (its refresh and settle step) runs in a worker thread while the
     client plans the next batch; the next batch's requests wait for it, so the engine never has two of
     the write's requests at once and sees them in the order a sequential write sends them. (The sync
     store's: an async store sends every request from the loop's thread and runs that step in line.)"""
@@ -464,7 +468,7 @@ def test_a_batch_s_refresh_and_settle_run_beside_the_next_batch_s_planning_never
 
 
 def test_a_write_by_another_writer_between_look_up_and_create_is_settled_after_a_quiet_batch(clocked) -> None:
-    """#18: the batch after a quiet one looks up without a refresh of its own; a twin another writer adds
+    """The batch after a quiet one looks up without a refresh of its own; a twin another writer adds
     after those look-ups has a sequence number that is not the writer's, so the settle step reads what
     was written since and retires the older twin, as it does without the skip."""
     store = clocked
@@ -489,6 +493,32 @@ def test_a_write_by_another_writer_between_look_up_and_create_is_settled_after_a
     older = store.get("twins", twin[0].id)
     assert older.status == "superseded" and older.superseded_by == out[2].id
     assert store.count("twins") == 4
+
+
+def test_a_look_up_soon_after_a_refresh_sends_no_refresh_and_a_twin_it_could_not_see_is_settled(
+        engine, installed, monkeypatch) -> None:
+    """A remember whose look-up comes soon after a refresh of the process sends no refresh before it
+    (one refresh per remember, after its create): every write numbered up to the checkpoint read
+    before that refresh is searchable. A twin another process created since, not yet searchable (its
+    writer has not refreshed), is numbered after that point, so the settle step finds it, and the
+    newer of the two supersedes the older."""
+    store = MemoryStore(engine, installed, clock=lambda: NOW)
+    store.remember("the search cluster has three nodes", "soon", kind="fact", valid_from=NOW - 5 * DAY)
+    engine.request("PUT", f"/{store.alias}/_settings", {"index": {"refresh_interval": "-1"}})
+    try:  # nothing but the writers' own refreshes makes a write searchable
+        twin_id, twin = document(MemoryInput("the payments service deploys on Mondays", "soon", kind="fact",
+                                             importance=5, valid_from=NOW - 3 * DAY), NOW, Limits())
+        store.catalog.create([(twin_id, {**twin, "written_as": "add"})])
+        calls = _requests(store, monkeypatch)
+        new = store.remember("payments service deploys on Mondays", "soon", kind="fact", valid_from=NOW - DAY)
+    finally:
+        engine.request("PUT", f"/{store.alias}/_settings", {"index": {"refresh_interval": "1s"}})
+    before_look_up = calls[:calls.index("POST _msearch/template")]
+    assert "POST _refresh" not in before_look_up and calls.count("POST _refresh") == 1
+    assert new.action == "added"  # its look-up could not see the twin
+    older = store.get("soon", twin_id)
+    assert older.status == "superseded" and older.superseded_by == new.id
+    assert store.count("soon") == 2
 
 
 def _everything(store: MemoryStore) -> dict:
@@ -536,7 +566,7 @@ def test_a_long_write_into_new_groups_skips_look_ups_and_decides_as_with_them(en
 
 
 def test_a_write_that_skipped_look_ups_settles_with_a_twin_written_before_its_batch(clocked: MemoryStore) -> None:
-    """#18: another writer adds a twin to a group the long write found empty, after the write's last read
+    """Another writer adds a twin to a group the long write found empty, after the write's last read
     of what others wrote and before the batch whose memory it twins: that memory is added without a
     look-up, and the settle step, reading what was written since the last read, retires the older one."""
     store = clocked
@@ -567,7 +597,7 @@ def test_a_write_that_skipped_look_ups_settles_with_a_twin_written_before_its_ba
 
 
 def test_a_long_write_does_not_look_up_a_memory_that_could_merge_only_with_one_it_retired(clocked: MemoryStore) -> None:
-    """#18: a memory that could merge only with one the write has since superseded is added without a
+    """A memory that could merge only with one the write has since superseded is added without a
     look-up (the look-up finds active memories only), and the write decides as with the look-up."""
     from esmem.domain.merge import MergePolicy, could_merge
 
@@ -616,7 +646,7 @@ def test_plain_batches_in_flight_keep_input_order_replays_and_progress(engine, i
 
 @pytest.mark.parametrize("merge", [True, False])
 def test_a_long_write_pauses_the_garbage_collector_and_restores_it(engine, installed, merge: bool) -> None:
-    """#18: a write of more than one batch runs with Python's cyclic collector paused; it runs again
+    """A write of more than one batch runs with Python's cyclic collector paused; it runs again
     after the write, after a write refused for bad input, and a collector the caller stopped stays stopped."""
     from esmem.domain.merge import MergePolicy
 

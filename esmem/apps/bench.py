@@ -449,7 +449,7 @@ def store_stats(engine: Engine, prefix: str, *, force_merge: bool = False) -> di
 
 
 def targets(run: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The issue's speed targets, evaluated (reported, never asserted: machines are noisy);
+    """The speed targets, evaluated (reported, never asserted: machines are noisy);
     `met` is None where a target does not apply."""
     mixed = run["latency"][0]["paths"]
     near = min(run["latency"][1:] or run["latency"], key=lambda s: abs(s["namespace_size"] - 10_000))

@@ -17,6 +17,7 @@ from typing import Any, Mapping, Sequence
 
 from esmem.domain.merge import Mergeable, MergePolicy
 from esmem.index.catalog import Search
+from esmem.index.refresh import Checkpoint
 
 
 class Novelty:
@@ -28,7 +29,7 @@ class Novelty:
     def __init__(self, policy: MergePolicy, groups: set[tuple[str, str]], page: int, semantic: bool = False):
         self.policy, self.groups, self.page, self.semantic = policy, groups, page, semantic
         self.empty: set[tuple[str, str]] | None = None  # known from the first batch's read on
-        self.cover: int | None = None
+        self.cover: Checkpoint | None = None
         self.fresh: list[str] = []  # written by this write since the last read: that read need not return them
         self._known: dict[tuple[str, str], Mergeable] = {}
 
@@ -62,8 +63,8 @@ class Novelty:
         what others wrote in the empty groups' namespaces after `cover`."""
         if self.empty is None:
             return Search("groups", {"namespaces": sorted({ns for ns, _ in self.groups})})
-        return Search("written_since", {"namespaces": sorted({ns for ns, _ in self.empty}),
-                                        "after_seq_no": self.cover, "size": self.page, "exclude": self.fresh})
+        return Search("written_since", {"namespaces": sorted({ns for ns, _ in self.empty}), "size": self.page,
+                                        "after_seq_no": self.cover.seen if self.cover else None, "exclude": self.fresh})
 
     def read(self, resp: Mapping[str, Any]) -> bool:
         """Take in the answer to `search()`; False: it was cut short (a full page, a truncated

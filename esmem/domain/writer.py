@@ -31,6 +31,7 @@ from esmem.domain.types import Memory, MemoryInput, WriteResult
 from esmem.domain.validate import Limits, differences, document
 from esmem.errors import EngineError, IdTaken, InvalidInput, InvalidItem
 from esmem.index.catalog import Catalog, ScriptOp, Search
+from esmem.index.refresh import Checkpoint
 from esmem.tracing import carried, span
 from esmem.values import iso
 
@@ -197,6 +198,16 @@ class Writer:
                 raise IdTaken(doc_id, fields)
         fresh = [i for i, _ in pairs if i not in found]
         head = pairs[:next((n for n, (i, _) in enumerate(pairs) if i in found), len(pairs))]
+        # Every write numbered up to `seen.seen` is in the look-ups below: the settle step then needs to
+        # look only at what was written after it (None: look at everything). A recent refresh of this
+        # process gives that point (esmem/index/refresh.py); without one, the look-ups refresh first.
+        seen = self.catalog.visible() if fresh or head else None
+        if (fresh or head) and seen is None:
+            seen = self.catalog.refresh()  # the retires and restates of earlier writes are searchable
+        if not (self.merge.enabled and head):
+            seen = None
+        if self._novelty and head and (seen is None or self._novelty.cover and self._novelty.cover.index != seen.index):
+            self._novelty = None  # what it knows is of another index (the alias moved), or of nothing
         # One round trip for what the batch needs to know: writes absorbed as duplicates, retires
         # an interrupted run left behind, and the merge candidates of every memory up to the first replay.
         searches = [replay.restated_search(fresh, {d["namespace"] for i, d in pairs if i in fresh})] if fresh else []
@@ -210,17 +221,6 @@ class Writer:
                 searches += [s for group in legs for s in group]
                 if novelty:
                     searches.append(novelty.search())
-        # Every write numbered up to `seen` is in the look-ups below (read before the refresh): the settle
-        # step then needs to look only at what was written after it (None: look at everything).
-        # After a quiet settle step nothing was written since the last refresh: neither is needed.
-        clean = self._lone.take_clean()
-        if clean is None and self.merge.enabled and head:
-            point = self.catalog.checkpoint()
-            seen = point.seen if point else None
-        else:
-            seen = clean if self.merge.enabled and head else None
-        if searches and clean is None:
-            self.catalog.refresh()  # the retires and restates of earlier batches are searchable
         with span("esmem.remember.lookup", {"esmem.searches": len(searches)}):
             responses = self.catalog.msearch(searches, "merge lookup") if searches else []
         # A batch that skipped look-ups decided on what was known up to the novelty's cover: its settle
@@ -319,7 +319,7 @@ class Writer:
         return self.catalog.mget([(i, d["namespace"]) for i, d in pairs])
 
     def _commit(self, work: list[tuple[str, dict[str, Any], Decision]], resumed: Mapping[str, list[str]],
-                seen: int | None = None) -> tuple[list[WriteResult], Callable[[], None]]:
+                seen: Checkpoint | None = None) -> tuple[list[WriteResult], Callable[[], None]]:
         """Steps 2-5 of the write protocol for decided memories; `resumed`: targets already retired
         for a memory by an earlier, interrupted run; `seen`: the checkpoint the decisions' look-ups saw.
         Returns the results and the last step, to run before anything else is written: the refresh
@@ -396,10 +396,10 @@ class Writer:
         written = [(i, d) for i, d in creating if i not in existed and final[i].action != "outdated"]
 
         def finish() -> None:
-            if docs or ops or restates:  # one refresh: the next look-up sees this batch (one segment, not two)
-                self.catalog.refresh()
-            if self.merge.enabled:
-                self._settle(written, seen)
+            # one refresh: the next look-up sees this batch (one segment, not two)
+            point = self.catalog.refresh() if docs or ops or restates else None
+            if self.merge.enabled:  # (a point of another index than the look-ups' says nothing of them)
+                self._settle(written, seen.seen if seen and point and seen.index == point.index else None, point)
         return [results[i] for i, _, _ in work], finish
 
     def scripted(self, ops: Sequence[ScriptOp]) -> list[bool]:
@@ -451,15 +451,17 @@ class Writer:
                 return dec
         raise EngineError(f"gave up merging {doc_id} after {attempts} concurrent conflicts")
 
-    def _settle(self, written: list[tuple[str, dict[str, Any]]], seen: int | None = None) -> None:
+    def _settle(self, written: list[tuple[str, dict[str, Any]]], seen: int | None = None,
+                point: Checkpoint | None = None) -> None:
         """Concurrent writers can each add the same topic before seeing the other's write. Look
         again now that the writes are searchable: of two active same-topic memories the newer by
         (valid_from, recorded_at, id) supersedes the other, the same choice every writer makes.
         A twin the decision did not see was written after `seen` (the global checkpoint read before
         the decision's look-up), so only memories written since are looked at: a small set, where
-        the first look-up scored the whole namespace."""
+        the first look-up scored the whole namespace. `point`: the checkpoint read before the refresh
+        that made `written` searchable."""
         if self.judge is None and seen is not None and written:
-            written = [] if self._lone.quiet(self.catalog, seen) else \
+            written = [] if point and self._lone.quiet(point, seen) else \
                 may_have_twins(self.catalog, self.merge, self.semantic is not None, written, seen)
         if not written:
             return

@@ -14,7 +14,7 @@ from urllib.parse import quote
 from esmem.errors import EngineError, InvalidInput, NotFound
 from esmem.index.engine import Engine, ndjson, parameter_error
 from esmem.index.install import Names, require_installed
-from esmem.index.refresh import refreshes
+from esmem.index.refresh import Checkpoint, refreshes
 from esmem.index.scripted import scripted_bulk
 
 
@@ -49,17 +49,6 @@ class Created:
     existed: set[str]
     errors: list[Any]
     seq_nos: list[int | None] = field(default_factory=list)  # of the creates, where the engine said
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """Sequence numbers of the memories index. `seen`: the lowest global checkpoint over its copies
-    (every write numbered at or below it is on every in-sync copy, so the next refresh shows it to
-    every search). `last`: the highest number given to a write so far, when the index has one shard
-    (numbers of different shards say nothing of each other), else None."""
-
-    seen: int
-    last: int | None
 
 
 # The audit index: when, which selector (digests only), how many; never a memory's text.
@@ -203,25 +192,15 @@ class Catalog:
         self.engine.request("POST", f"/{self.alias}/_update/{quote(doc_id, safe='')}", {"doc": dict(changes)},
                             {"routing": namespace, "refresh": "true", "retry_on_conflict": 3})
 
-    def refresh(self) -> None:
+    def refresh(self) -> Checkpoint | None:
         """Make every write acknowledged so far searchable (refreshes shared with the process's other
-        callers: esmem/index/refresh.py)."""
-        refreshes(self.engine, self.alias)()
+        callers: esmem/index/refresh.py); the checkpoint read just before the refresh started."""
+        return refreshes(self.engine, self.alias)()
 
-    def checkpoint(self) -> Checkpoint | None:
-        """Where the index's sequence numbers stand; None when the cluster does not say (e.g. a role
-        without the monitor privilege): callers then assume nothing."""
-        try:
-            resp = self.engine.request("GET", f"/{self.alias}/_stats/docs", params={
-                "level": "shards", "filter_path": "indices.*.shards.*.seq_no"})
-            shards = [copies for index in resp["indices"].values() for copies in index["shards"].values()]
-            points = [copy["seq_no"] for copies in shards for copy in copies]
-            if not points:
-                return None
-            return Checkpoint(min(p["global_checkpoint"] for p in points),
-                              max(p["max_seq_no"] for p in points) if len(shards) == 1 else None)
-        except (EngineError, KeyError, TypeError):
-            return None
+    def visible(self) -> Checkpoint | None:
+        """Every write numbered up to its `seen` is searchable, as a recent refresh of this process made
+        it (None: none recent, or the cluster does not say)."""
+        return refreshes(self.engine, self.alias).visible()
 
     # -- whole-index reads and deletes (export, erase, retention) -------------------------------
     def count_matching(self, query: Mapping[str, Any]) -> int:

@@ -16,6 +16,7 @@ from typing import Any, Final, Literal, Mapping
 
 from esmem.errors import EngineError, NotFound, NotInstalled
 from esmem.index.engine import Engine
+from esmem.index.refresh import moved
 from esmem.index.templates import assets_root, render, render_json, stopwords
 
 MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
@@ -256,6 +257,7 @@ def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate:
     live = current_index(engine, prefix)
     if live is None:
         engine.request("PUT", f"/{wanted_index}", {"aliases": {names.alias: {"is_write_index": True}}})
+        moved(engine, names.alias)
         report.created.append(f"index {wanted_index} (alias {names.alias})")
     elif live == wanted_index:
         report.unchanged.append(f"index {live}")
@@ -273,6 +275,7 @@ def install(engine: Engine, prefix: str, defaults: TemplateDefaults, *, migrate:
         engine.request("POST", "/_aliases", {"actions": [
             {"remove": {"index": live, "alias": names.alias}},
             {"add": {"index": wanted_index, "alias": names.alias, "is_write_index": True}}]})
+        moved(engine, names.alias)
         report.created.append(f"index {wanted_index} (migrated from {live}, alias swapped)")
     else:
         report.notes.append(f"index {live} was built from another mapping than the repo's; "
@@ -339,6 +342,7 @@ def uninstall(engine: Engine, prefix: str, *, delete_data: bool = True) -> list[
     if delete_data:
         for row in engine.request("GET", f"/_cat/indices/{names.alias}-*", params={"format": "json", "h": "index"}):
             engine.request("DELETE", f"/{row['index']}")
+            moved(engine, names.alias)
             removed.append(f"index {row['index']} (alias {names.alias})")
         try:
             engine.request("DELETE", f"/{names.audit}")
