@@ -15,7 +15,7 @@ from esmem.domain.ranking import RecallParams, params_from_strings
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
-from esmem.values import parse_time
+from esmem.values import epoch_ms, iso, parse_time
 
 pytestmark = pytest.mark.contract  # a container engine beside the embedded ones runs these too
 
@@ -67,6 +67,35 @@ def test_a_just_recalled_old_memory_outranks_its_twin(plain: MemoryStore) -> Non
     assert after.items[0].reheat > 1.0 and after.items[1].reheat == pytest.approx(1.0)
     touched = plain.get("reheat", b.id)
     assert touched.access_count == 1 and touched.last_accessed_at == NOW - DAY
+
+
+def test_accesses_of_one_memory_queued_together_are_one_write_back_with_the_anchor_of_each_in_turn(
+        engine, installed) -> None:
+    """A write-back takes everything queued meanwhile; the accesses of one memory among them are one
+    update (the stored script applies them in turn), which leaves the count and the recency anchor
+    that one update per access leaves: anchor' = anchor + rho * (t - anchor), in queue order."""
+    from esmem.domain.recaller import _reheat_ops
+    from esmem.domain.reheat import Reheater
+
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    one, each = store.remember_many([MemoryInput(f"the {x} team meets on Tuesdays", "coalesce", kind="fact",
+                                                 valid_from=NOW - 60 * DAY) for x in ("design", "sales")])
+    times = [NOW - 20 * DAY, NOW - 3 * DAY, NOW - 9 * DAY]  # queued out of time order
+    rho = 0.3
+    sent: list[int] = []
+    run = store.catalog.run_scripts
+    inline = Reheater(lambda ops: sent.append(len(ops)) or run(ops), background=False)
+    inline.submit([op for t in times for op in _reheat_ops("coalesce", [one.id], t, rho)])
+    for t in times:
+        store.touch("coalesce", [each.id], t, rho)
+    assert sent == [1] and inline.written == 3 and inline.failed == 0
+    anchor = epoch_ms(NOW - 60 * DAY)
+    for t in (epoch_ms(t) for t in times):
+        anchor = anchor + int(rho * (t - anchor)) if t > anchor else anchor
+    a, b = (store.engine.request("GET", f"/{store.alias}/_doc/{m.id}", params={"routing": "coalesce"})["_source"]
+            for m in (one, each))
+    assert a["access_count"] == 3 and a["anchor_at"] == anchor and a["last_accessed_at"] == iso(times[-1])
+    assert (b["access_count"], b["anchor_at"], b["last_accessed_at"]) == (3, anchor, iso(times[-1]))  # one per access
 
 
 def test_recall_writes_back_access_and_touch_false_is_read_only(plain: MemoryStore) -> None:

@@ -89,7 +89,8 @@ def test_stores_of_one_index_write_back_in_turns_and_a_waiting_store_batches_its
     assert not entered.wait(2)  # a write-back that did not wait for its turn would have started by now
     held.release()
     assert second.flush(30)
-    assert held.calls == [1] and calls == [3]  # the three waited together: one bulk
+    assert held.calls == [1] and calls == [1]  # the three waited together: one bulk, one update of the memory
+    assert second.recaller.reheater.written == 3
     assert second.get("rh6", tea.id).access_count == 4
 
 

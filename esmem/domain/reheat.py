@@ -21,6 +21,7 @@ import atexit
 import threading
 import warnings
 import weakref
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from esmem.errors import EsmemError, EsmemWarning
@@ -90,21 +91,41 @@ class Reheater:
                         self._cond.notify_all()
 
     def _write(self, batch: list[ScriptOp]) -> None:
+        ops, accesses = coalesced(batch)
         try:
-            errors = [str(o["error"]) for o in self.run(batch) if o.get("error")]
+            errors = [(str(o["error"]), n) for o, n in zip(self.run(ops), accesses) if o.get("error")]
         except Exception as e:  # noqa: BLE001 - the writer thread's boundary: whatever fails is counted, never fatal
-            errors = [str(e) if isinstance(e, EsmemError) else type(e).__name__] * len(batch)  # redacted: no message
+            errors = [(str(e) if isinstance(e, EsmemError) else type(e).__name__, len(batch))]  # redacted: no message
+        lost = sum(n for _, n in errors)
         with self._cond:
-            self.written += len(batch) - len(errors)
-            self.failed += len(errors)
+            self.written += len(batch) - lost
+            self.failed += lost
             if errors:
-                self._errors.append(f"{len(errors)} of {len(batch)} accesses not counted: {errors[0]}")
+                self._errors.append(f"{lost} of {len(batch)} accesses not counted: {errors[0][0]}")
 
     def _warn(self) -> None:
         with self._cond:
             errors, self._errors = self._errors, []
         for e in errors:
             warnings.warn(f"reheat write-back skipped: {e}", EsmemWarning, stacklevel=4)
+
+
+def coalesced(batch: Sequence[ScriptOp]) -> tuple[list[ScriptOp], list[int]]:
+    """The accesses of one memory queued together, as one write-back (`times_ms`: the stored script applies
+    them in turn, in queue order, as one update each would), and how many accesses each op carries. Each write-back re-indexes the whole memory
+    document, and under read load the engine's one refresh thread spends its time flushing them. 16
+    stores asking 100 distinct queries for 10 s: 14,105 accesses re-indexed 11,915 documents, where one
+    update per access re-indexed 13,580 for 13,580 (docs/results/reheat_coalesce.py)."""
+    groups: dict[tuple[str, str, Any], list[ScriptOp]] = {}
+    for op in batch:
+        groups.setdefault((op.namespace, op.target, op.params.get("rho")), []).append(op)
+    ops = []
+    for same in groups.values():
+        if len(same) == 1:
+            ops.append(same[0])
+            continue
+        ops.append(replace(same[-1], params={**same[-1].params, "times_ms": [op.params["now_ms"] for op in same]}))
+    return ops, [len(same) for same in groups.values()]
 
 
 _LIVE: "weakref.WeakSet[Reheater]" = weakref.WeakSet()
