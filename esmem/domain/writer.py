@@ -456,10 +456,10 @@ class Writer:
         """Concurrent writers can each add the same topic before seeing the other's write. Look
         again now that the writes are searchable: of two active same-topic memories the newer by
         (valid_from, recorded_at, id) supersedes the other, the same choice every writer makes.
-        A twin the decision did not see was written after `seen` (the global checkpoint read before
-        the decision's look-up), so only memories written since are looked at: a small set, where
-        the first look-up scored the whole namespace. `point`: the checkpoint read before the refresh
-        that made `written` searchable."""
+        A twin the decision did not see was written after `seen` (a global checkpoint: every write up
+        to it was searchable before the decision's look-up), so only memories written since are looked
+        at: a small set, where the first look-up scored the whole namespace. `point`: the checkpoint
+        read before the refresh that made `written` searchable."""
         if self.judge is None and seen is not None and written:
             written = [] if point and self._lone.quiet(point, seen) else \
                 may_have_twins(self.catalog, self.merge, self.semantic is not None, written, seen)
