@@ -241,7 +241,7 @@ def test_cli_mixed_runs_every_phase_on_both_paths_without_errors_and_leaves_the_
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["config"]["recall_clients"] == 2 and report["config"]["remember_clients"] == 1
-    assert set(report["paths"]) == {"library", "serve"}
+    assert set(report["paths"]) == {"library", "library, touch=False", "serve"}
     for path, phases in report["paths"].items():
         assert {name: sorted(p["ops"]) for name, p in phases.items()} == {
             "remember alone": ["remember"], "recall alone": ["recall"], "mixed": ["recall", "remember"]}, path
@@ -251,7 +251,8 @@ def test_cli_mixed_runs_every_phase_on_both_paths_without_errors_and_leaves_the_
                 assert o["n"] > 0 and 0 < o["p50"] <= o["p99"], (path, name, op)
     assert {(r["ratio"], r["op"]) for r in report["ratios"]} >= {
         ("mixed / remember alone", "remember"), ("mixed / recall alone", "recall"),
-        ("serve / library, mixed", "remember"), ("serve / library, mixed", "recall")}
+        ("serve / library, mixed", "remember"), ("serve / library, mixed", "recall"),
+        ("library / touch=False, mixed", "remember"), ("library / touch=False, recall alone", "recall")}
     assert [(t["target"], t["scope"]) for t in report["targets"]] == [
         ("remember p50 <= 100 ms", "library"), ("recall p99 <= 100 ms", "library"),
         ("remember p50 <= 100 ms", "serve"), ("recall p99 <= 100 ms", "serve"),

@@ -114,7 +114,8 @@ def targets_table(report: Mapping[str, Any]) -> Table:
               help="Instead, on the first size: recall (b) and (c) with 0 vs N superseded versions per active memory "
                    "(interleaved, one run; the ratio), then retention dry run and apply timed on the index with history.")
 @click.option("--mixed", is_flag=True, help="Instead, recall and remember clients at once on the first size's memories in "
-              "one namespace, through the library and through `esmem serve` (needs esmem[serve] and httpx).")
+              "one namespace, through the library (with and without reheat: touch=False) and through `esmem serve` "
+              "(needs esmem[serve] and httpx).")
 @click.option("--recall-clients", type=click.IntRange(1, 256), default=16, show_default=True,
               help="With --mixed: client threads that recall.")
 @click.option("--remember-clients", type=click.IntRange(1, 256), default=4, show_default=True,
