@@ -58,7 +58,6 @@ def test_no_cluster_in_the_environment_is_a_config_error(monkeypatch: pytest.Mon
 
 @pytest.mark.slow
 def test_the_wheel_ships_py_typed(tmp_path: Path) -> None:
-    pytest.importorskip("hatchling")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("esmem-*.whl")
