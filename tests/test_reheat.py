@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import pytest
 
 from esmem.domain.merge import MergePolicy
+from esmem.domain.reheat import Backlog
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import EsmemWarning
@@ -48,10 +49,19 @@ def _stored_count(engine: Engine, store: MemoryStore, ns: str, doc_id: str) -> i
         "access_count", 0)
 
 
+def _one_queue(*stores: MemoryStore) -> None:
+    """Give the stores a write-back queue of their own (shared among them): the process's queue of the
+    index may still hold another test's accesses, written through that test's store."""
+    shared = Backlog()
+    for store in stores:
+        store.recaller.reheater.backlog = shared
+
+
 def test_recall_returns_before_its_write_back_and_the_store_then_sees_it(engine: Engine, installed: str) -> None:
     store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
     (tea, coffee) = store.remember_many([MemoryInput("prefers green tea in the morning", "rh", kind="preference"),
                                          MemoryInput("drinks coffee after lunch", "rh", kind="preference")])
+    _one_queue(store)
     held = Held(store)
     first = store.recall("green tea morning", "rh", 1, now=NOW)  # returns while its write-back is held
     second = store.recall("coffee after lunch", "rh", 1, now=NOW)
@@ -72,6 +82,7 @@ def test_stores_of_one_index_write_back_in_turns_and_a_waiting_store_batches_its
     first = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
     second = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
     (tea,) = first.remember_many([MemoryInput("prefers jasmine tea at four", "rh6", kind="preference")])
+    _one_queue(first, second)
     held = Held(first)
     entered = threading.Event()
     inner, calls = second.catalog.run_scripts, []
@@ -92,6 +103,53 @@ def test_stores_of_one_index_write_back_in_turns_and_a_waiting_store_batches_its
     assert held.calls == [1] and calls == [1]  # the three waited together: one bulk, one update of the memory
     assert second.recaller.reheater.written == 3
     assert second.get("rh6", tea.id).access_count == 4
+
+
+def test_accesses_of_one_memory_queued_by_several_stores_are_one_update_counted_for_each_store(
+        engine: Engine, installed: str) -> None:
+    first = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    second = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    (tea,) = first.remember_many([MemoryInput("keeps oolong tea in the blue tin", "rh7", kind="preference")])
+    _one_queue(first, second)
+    held = Held(first)
+    first.recall("oolong tea", "rh7", 1, now=NOW)
+    assert held.holding.wait(30)  # the index's one writer holds this access; the next four queue behind it
+    for store in (first, second, first, second):
+        store.recall("oolong tea blue tin", "rh7", 1, now=NOW)
+    assert (first.recaller.reheater.pending, second.recaller.reheater.pending) == (3, 2)
+    held.release()
+    assert first.flush(30) and second.flush(30)
+    assert held.calls == [1, 1]  # the four accesses of two stores went out as one update of the memory
+    assert (first.recaller.reheater.written, second.recaller.reheater.written) == (3, 2)
+    stored = engine.request("GET", f"/{first.alias}/_doc/{tea.id}", params={"routing": "rh7"})
+    assert stored["_source"]["access_count"] == 5
+    assert stored["_version"] == 3  # created, then one update per write-back: two, not five
+
+
+def test_a_write_back_waits_out_the_linger_after_the_last_unless_the_store_flushes(
+        engine: Engine, installed: str) -> None:
+    store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    m = store.remember("the parking garage closes at midnight", "rh8", kind="fact")
+    inner, calls = store.catalog.run_scripts, []
+
+    def recorded(ops: Sequence[ScriptOp]) -> list[dict[str, Any]]:
+        calls.append(len(ops))
+        return inner(ops)
+
+    store.recaller.reheater.run = recorded
+    store.recaller.reheater.backlog = Backlog(linger=60)
+    store.recall("parking garage", "rh8", 1, now=NOW)  # the first write-back goes out at once
+    for _ in range(50):
+        if calls:
+            break
+        threading.Event().wait(0.1)
+    for _ in range(3):
+        store.recall("parking garage midnight", "rh8", 1, now=NOW)
+    threading.Event().wait(1)
+    assert calls == [1] and store.recaller.reheater.pending == 3  # lingering: the three wait together
+    assert store.flush(30)  # ... until a store flushes
+    assert calls == [1, 1] and store.recaller.reheater.written == 4
+    assert _stored_count(engine, store, "rh8", m.id) == 4
 
 
 def test_reads_of_the_store_flush_its_queued_accesses(engine: Engine, installed: str) -> None:
@@ -138,6 +196,7 @@ def test_a_write_back_that_raises_is_counted_and_the_writer_goes_on(engine: Engi
             raise RuntimeError("connection reset by a secret-bearing proxy http://user:hunter2@proxy")
         return inner(ops)
 
+    _one_queue(store)
     store.recaller.reheater.run = fails_once
     store.recall("on-call phone", "rh5", 1, now=NOW)
     with pytest.warns(EsmemWarning, match=r"reheat write-back skipped: 1 of 1 accesses not counted: RuntimeError$"):

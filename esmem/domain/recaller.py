@@ -15,7 +15,7 @@ from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.installation import installed_policy
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
 from esmem.domain.pinned import gate, is_pinned
-from esmem.domain.reheat import Reheater, turn
+from esmem.domain.reheat import Reheater, backlog
 from esmem.domain.resolve import resolve
 from esmem.domain.threads import expand, wanted
 from esmem.domain.ranking import RecallParams
@@ -37,7 +37,7 @@ class Recaller:
                  semantic: Semantic | None = None, background_reheat: bool = True):
         self.catalog = catalog
         self.reheater = Reheater(catalog.run_scripts, background_reheat,  # write-back off the answer's path
-                                 turn(catalog.engine, catalog.names.prefix))
+                                 backlog(catalog.engine, catalog.names.prefix))
         self.semantic = semantic  # optional kNN leg (esmem/domain/hybrid.py)
         self.params = params  # None: the ranking policy installed in the cluster
         self.clock = clock
