@@ -14,7 +14,7 @@ import pytest
 from esmem.domain.merge import MergePolicy
 from esmem.domain.reheat import Backlog
 from esmem.domain.store import MemoryStore
-from esmem.domain.types import MemoryInput
+from esmem.domain.types import Memory, MemoryInput
 from esmem.errors import EsmemWarning
 from esmem.index.catalog import ScriptOp
 from esmem.index.engine import Engine
@@ -57,6 +57,16 @@ def _one_queue(*stores: MemoryStore) -> None:
         store.recaller.reheater.backlog = shared
 
 
+def _two_stores_held(engine: Engine, installed: str, content: str,
+                     ns: str) -> tuple[MemoryStore, MemoryStore, Memory, Held]:
+    """Two stores of one index sharing a queue, a memory of `ns`, and the first store's write-backs held."""
+    first = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    second = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    (memory,) = first.remember_many([MemoryInput(content, ns, kind="preference")])
+    _one_queue(first, second)
+    return first, second, memory, Held(first)
+
+
 def test_recall_returns_before_its_write_back_and_the_store_then_sees_it(engine: Engine, installed: str) -> None:
     store = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
     (tea, coffee) = store.remember_many([MemoryInput("prefers green tea in the morning", "rh", kind="preference"),
@@ -79,11 +89,7 @@ def test_recall_returns_before_its_write_back_and_the_store_then_sees_it(engine:
 
 def test_stores_of_one_index_write_back_in_turns_and_a_waiting_store_batches_its_accesses(
         engine: Engine, installed: str) -> None:
-    first = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
-    second = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
-    (tea,) = first.remember_many([MemoryInput("prefers jasmine tea at four", "rh6", kind="preference")])
-    _one_queue(first, second)
-    held = Held(first)
+    first, second, tea, held = _two_stores_held(engine, installed, "prefers jasmine tea at four", "rh6")
     entered = threading.Event()
     inner, calls = second.catalog.run_scripts, []
 
@@ -95,7 +101,7 @@ def test_stores_of_one_index_write_back_in_turns_and_a_waiting_store_batches_its
     second.recaller.reheater.run = recorded
     first.recall("jasmine tea", "rh6", 1, now=NOW)
     assert held.holding.wait(30)
-    for _ in range(3):  # the first store's write-back holds the index's turn: these queue in the second store
+    for _ in range(3):  # the index's one writer is held with the first store's access: these queue behind it
         second.recall("jasmine tea", "rh6", 1, now=NOW)
     assert not entered.wait(2)  # a write-back that did not wait for its turn would have started by now
     held.release()
@@ -107,11 +113,7 @@ def test_stores_of_one_index_write_back_in_turns_and_a_waiting_store_batches_its
 
 def test_accesses_of_one_memory_queued_by_several_stores_are_one_update_counted_for_each_store(
         engine: Engine, installed: str) -> None:
-    first = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
-    second = MemoryStore(engine, installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
-    (tea,) = first.remember_many([MemoryInput("keeps oolong tea in the blue tin", "rh7", kind="preference")])
-    _one_queue(first, second)
-    held = Held(first)
+    first, second, tea, held = _two_stores_held(engine, installed, "keeps oolong tea in the blue tin", "rh7")
     first.recall("oolong tea", "rh7", 1, now=NOW)
     assert held.holding.wait(30)  # the index's one writer holds this access; the next four queue behind it
     for store in (first, second, first, second):
