@@ -86,11 +86,11 @@ class Backlog:
     """The accesses queued by the stores of one index in this process, and the one thread writing them
     (through the `run` of the store whose access is first in the batch: the stores share the index)."""
 
-    def __init__(self, linger: float = LINGER_SECONDS, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, linger: float = LINGER_SECONDS) -> None:
         self.cond = threading.Condition()
-        self.linger, self.clock = linger, clock
+        self.linger = linger
         self._queue: list[tuple[Reheater, ScriptOp]] = []
-        self._writing: Counter[int] = Counter()  # id(store) -> its accesses in the batch being written
+        self._writing: Counter[Reheater] = Counter()  # each store's accesses in the batch being written
         self._thread: threading.Thread | None = None
         self._hurry = 0  # stores waiting in flush(): write now
         self._started = -float("inf")  # when the last write-back started
@@ -105,7 +105,7 @@ class Backlog:
 
     def pending(self, owner: Reheater) -> int:
         with self.cond:
-            return self._writing[id(owner)] + sum(1 for o, _ in self._queue if o is owner)
+            return self._writing[owner] + sum(1 for o, _ in self._queue if o is owner)
 
     def wait(self, owner: Reheater, timeout: float | None) -> bool:
         with self.cond:
@@ -113,12 +113,12 @@ class Backlog:
             self.cond.notify_all()
             try:
                 return self.cond.wait_for(
-                    lambda: not self._writing[id(owner)] and not any(o is owner for o, _ in self._queue), timeout)
+                    lambda: not self._writing[owner] and not any(o is owner for o, _ in self._queue), timeout)
             finally:
                 self._hurry -= 1
 
     def _due(self) -> bool:
-        return bool(self._queue) and (self._hurry > 0 or self.clock() - self._started >= self.linger)
+        return bool(self._queue) and (self._hurry > 0 or time.monotonic() - self._started >= self.linger)
 
     def _loop(self) -> None:
         while True:
@@ -127,10 +127,10 @@ class Backlog:
                     self._thread = None
                     return
                 while not self._due():
-                    self.cond.wait(max(0.0, self._started + self.linger - self.clock()))
-                self._started = self.clock()
+                    self.cond.wait(max(0.0, self._started + self.linger - time.monotonic()))
+                self._started = time.monotonic()
                 batch, self._queue = self._queue, []
-                self._writing = Counter(id(o) for o, _ in batch)
+                self._writing = Counter(o for o, _ in batch)
             try:
                 write(batch, batch[0][0].run, self.cond)
             finally:
