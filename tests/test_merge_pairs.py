@@ -9,7 +9,7 @@ import pytest
 from esmem.domain.merge import MergePolicy
 from esmem.errors import InvalidInput
 from esmem.apps.merge_pairs import Pair, Scored, groups, load_pairs, precision_recall, report, score_pairs, wrong
-from semantic_support import minilm
+from semantic_support import embedder, minilm
 
 DATASET = Path(__file__).resolve().parent.parent / "datasets" / "merge_pairs.jsonl"
 
@@ -83,3 +83,14 @@ def test_with_an_embedder_a_reworded_change_replaces_and_a_cue_about_another_thi
     assert [s.action for s in semantic] == ["superseded", "superseded", "added", "uncertain"]
     assert "the same meaning in other words" in semantic[1].why
     assert min(semantic[0].cosine, semantic[1].cosine) >= MergePolicy().same_meaning > semantic[3].cosine
+
+
+def test_a_models_cosines_are_read_on_the_merge_scale_so_unrelated_changes_stay_apart(engine) -> None:
+    # e5-small-v2 puts two unrelated memories near 0.83: read raw, any text with a change cue would be
+    # "the same meaning in other words" as whatever the kNN leg found
+    pairs = [Pair("周会改到周四上午 10 点了", "房租改成每月 15 号交了", "event", "different"),
+             Pair("Switched from Vim to VS Code last month", "Lunch is now a salad most days", "preference", "different"),
+             Pair("Every commit must be signed with GPG.", "Commits no longer need to be GPG-signed.", "rule", "update")]
+    scored = score_pairs(engine, pairs, embedder("e5-small-q"))
+    assert min(s.cosine for s in scored[:2]) >= MergePolicy().same_meaning  # the raw cosines
+    assert [s.action for s in scored] == ["added", "added", "superseded"]

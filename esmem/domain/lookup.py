@@ -7,7 +7,7 @@ same namespace and kind.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from esmem.domain.analysis import truncate_query
 from esmem.domain.merge import Candidate, MergePolicy
@@ -36,17 +36,19 @@ def searches(doc: Mapping[str, Any], policy: MergePolicy, semantic: bool,
                             routing=doc["namespace"])]
 
 
-def combined(responses: Sequence[Mapping[str, Any]], exclude: str | None = None) -> list[Candidate]:
+def combined(responses: Sequence[Mapping[str, Any]], exclude: str | None = None,
+             scale: Callable[[float], float] = lambda cosine: cosine) -> list[Candidate]:
     """The look-up legs' candidates, BM25's first; one only the kNN leg found has bm25 0. The kNN
     leg's score is (1 + cosine) / 2 (cosine similarity, OpenSearch's lucene engine and
-    Elasticsearch alike): each candidate it found carries its cosine to the new memory, for the
-    reading of a reworded change (pairs.read). No responses: a look-up the write skipped."""
+    Elasticsearch alike): each candidate it found carries its cosine to the new memory on the merge's
+    scale (`scale`: embedding.on_merge_scale), for the reading of a reworded change (pairs.read). No
+    responses: a look-up the write skipped."""
     if not responses:
         return []
     out = {c.id: c for c in candidates(responses[0], exclude)}
     for resp in responses[1:]:
         for c in candidates(resp, exclude):
-            cosine = round(2 * c.bm25 - 1, 6)
+            cosine = round(scale(2 * c.bm25 - 1), 6)
             out[c.id] = replace(out.get(c.id, replace(c, bm25=0.0)), cosine=cosine)
     return list(out.values())
 

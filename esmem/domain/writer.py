@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Sequence
 from esmem.domain import lookup, outcomes, replay
 from esmem.domain.batching import next_batch, write_plain_all
 from esmem.domain.collector import paused_collector
+from esmem.domain.embedding import on_merge_scale
 from esmem.domain.hybrid import Semantic
 from esmem.domain.importance import Scorer, score_batch
 from esmem.domain.lone_writer import LoneWriter
@@ -83,7 +84,14 @@ class Writer:
     def lookup(self, doc: Mapping[str, Any], exclude: str | None = None) -> list[Candidate]:
         """The merge candidates of a document: same namespace and kind, ranked by the `lookup` template
         (and the kNN leg's nearest with an embedder)."""
-        return lookup.combined(self.catalog.msearch(self._lookups(doc), "merge lookup"), exclude)
+        return self._combined(self.catalog.msearch(self._lookups(doc), "merge lookup"), exclude)
+
+    def _combined(self, responses: Sequence[Mapping[str, Any]], exclude: str | None) -> list[Candidate]:
+        """`lookup.combined`, the kNN leg's cosines on the merge's scale."""
+        if self.semantic is None:
+            return lookup.combined(responses, exclude)
+        embedder = self.semantic.embedder
+        return lookup.combined(responses, exclude, lambda cosine: on_merge_scale(embedder, cosine))
 
     def _lookups(self, doc: Mapping[str, Any], after_seq_no: int | None = None) -> list[Search]:
         return lookup.searches(doc, self.merge, self.semantic is not None, after_seq_no)
@@ -247,7 +255,7 @@ class Writer:
         if self.merge.enabled:
             found_at = lookup.grouped(responses[2:], [len(g) for g in legs])
             with span("esmem.remember.decide", {"esmem.memories": len(batch)}) as traced:
-                candidates = [(d, lookup.combined(r, exclude=doc_id)) for (doc_id, d), r in zip(batch, found_at)]
+                candidates = [(d, self._combined(r, doc_id)) for (doc_id, d), r in zip(batch, found_at)]
                 decisions = self._decide(candidates)
                 traced.set_attribute("esmem.candidates", sum(len(c) for _, c in candidates))
                 for action in {dec.action for dec in decisions}:
@@ -468,7 +476,7 @@ class Writer:
         legs = [self._lookups(d, seen) for _, d in written]
         found_at = lookup.grouped(self.catalog.msearch([s for group in legs for s in group], "merge lookup"),
                            [len(g) for g in legs])
-        pairs = [(doc_id, d, c) for (doc_id, d), r in zip(written, found_at) for c in lookup.combined(r, exclude=doc_id)]
+        pairs = [(doc_id, d, c) for (doc_id, d), r in zip(written, found_at) for c in self._combined(r, doc_id)]
         # each twin on its own: a memory may have several (three writers wrote one topic at once)
         for (doc_id, d, twin), dec in zip(pairs, self._decide([(d, [c]) for _, d, c in pairs])):
             if dec.action not in ("supersede", "duplicate", "outdated"):
