@@ -16,6 +16,8 @@ from esmem.domain.policy import DecayPolicy
 from esmem.domain.ranking import reference_score
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
+from esmem.errors import NotInstalled
+from esmem.index.install import Names
 from esmem.values import KINDS, parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
@@ -75,6 +77,18 @@ def test_installed_policy_round_trips_every_default(engine, prefix: str) -> None
     defaults = json.loads(out.output)["defaults"]
     assert defaults["mode"] == "weighted" and defaults["half_life_fact"] == "400d" and defaults["size"] == "30"
     assert defaults["evergreen_kinds"] == "rule" and defaults["must_not_miss"] == "false"
+
+
+def test_a_recall_template_of_another_shape_asks_for_esmem_install(engine, prefix: str) -> None:
+    # what a library upgrade finds in a cluster installed by an older esmem: a template it cannot read
+    install(engine, prefix)
+    names = Names(prefix)
+    other = engine.request("GET", f"/_scripts/{names.script('bm25')}")["script"]
+    engine.request("PUT", f"/_scripts/{names.script('recall')}", {"script": other})
+    with pytest.raises(NotInstalled, match="run `esmem install`"):
+        installed_policy(engine, prefix)
+    with pytest.raises(NotInstalled, match="run `esmem install`"):
+        MemoryStore(engine, prefix).recall("anything", "pol", 3)
 
 
 def test_bad_policy_file_is_a_one_line_error(engine, prefix: str, tmp_path) -> None:

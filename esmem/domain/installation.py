@@ -98,7 +98,8 @@ def installed_policy(engine: Engine, prefix: str) -> InstalledPolicy:
         # must-not-miss off by default: its clause (floor, boost) is rendered only for a call that turns it on
         return _parse_rendered(out, client, None if _mnm(out) else rendered(must_not_miss=True))
     except (KeyError, IndexError, TypeError, ValueError) as e:
-        raise NotInstalled(f"search template {name} is not one esmem renders (edited by hand?): {e!r}") from None
+        raise NotInstalled(f"search template {name} is not one this esmem renders (installed by another version, "
+                           f"or edited by hand): run `esmem install` ({e!r})") from None
 
 
 def _fused(out: dict[str, Any]) -> dict[str, Any]:
@@ -136,18 +137,13 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
     if mnm is None:
         raise ValueError("no must-not-miss clause")
     mnm_bool = mnm["query"]["constant_score"]["filter"]["bool"]
-    functions = [f["script_score"]["script"]["params"] for f in fs["functions"]]
-    flat = [c["bool"]["filter"][0]["term"]["kind"] for f in fs["functions"]
-            if f["script_score"]["script"]["params"]["kind"] == "*" for c in f["filter"]["bool"]["should"]]
-    script = functions[0]
-    for name in ("mode", "w", "k", "c", "alpha", "beta", "gamma", "question_penalty"):
-        if len({f[name] for f in functions}) > 1:
-            raise ValueError(f"{name} differs between the per-kind functions: {sorted({f[name] for f in functions})}")
-    hl: dict[str, timedelta | None] = {f["kind"]: timedelta(milliseconds=f["hl_ms"]) for f in functions
-                                       if f["kind"] not in ("", "*")}
-    hl.update({kind: None for kind in flat})
-    if sorted(hl) != sorted(KINDS) or not all(d is None or d.total_seconds() > 0 for d in hl.values()):
-        raise ValueError(f"half-life functions for {sorted(hl)}, expected one per kind")
+    (function,) = fs["functions"]
+    script = function["script_score"]["script"]["params"]
+    installed = script["hl_ms_by_kind"]
+    if not set(installed) <= set(KINDS) or not all(ms > 0 for ms in installed.values()):
+        raise ValueError(f"installed half-lives {installed}, expected positive milliseconds of known kinds")
+    hl: dict[str, timedelta | None] = {kind: timedelta(milliseconds=installed[kind]) if kind in installed else None
+                                       for kind in KINDS}
     params = RecallParams(
         mode=script["mode"], half_life=None, kind_half_lives=hl,
         w=float(script["w"]), k=float(script["k"]), c=float(script["c"]), alpha=float(script["alpha"]),
