@@ -90,6 +90,7 @@ def from_schema(schema: dict[str, Any], defs: dict[str, Any], text: st.SearchStr
 
 
 @pytest.mark.slow
+@pytest.mark.fresh_prefix("an erase among the tool calls creates the prefix's audit index")
 def test_no_tool_call_reaches_another_namespace(engine, store: MemoryStore) -> None:
     victim_ids, before = seed(store)
     cmd = esmem_command(engine.url, store.names.prefix, ATTACKER)
