@@ -309,3 +309,18 @@ def test_bench_hybrid_reports_embedding_wall_and_cpu_time(engine, prefix) -> Non
     assert report["ingest"]["vectors"]["bytes_per_memory"] > report["ingest"]["lexical"]["bytes_per_memory"]
     rows = dict(summary(report))
     assert "CPU-s for 60" in rows["embedding, memories"] and "p50" in rows["embedding, one query"]
+    assert "[" not in rows["(H) / (c): hybrid vs lexical recall"]  # one pass: no spread
+
+
+def test_bench_hybrid_repeats_the_latency_comparison_and_gives_the_hybrid_ratios_spread(engine, prefix) -> None:
+    from esmem.apps.bench_hybrid import run_hybrid, summary
+
+    report = run_hybrid(engine, prefix, minilm(), size=60, namespaces=3, queries=4, repeat=3)
+    lat, ratio = report["latency"], report["hybrid_vs_lexical"]
+    assert all(row["passes"] == 3 and row["n"] == 12 for row in lat.values())
+    for p in ("p50", "p95"):
+        lo, hi = ratio[f"{p}_spread"]
+        assert 0 < lo <= ratio[p] <= hi
+    row = dict(summary(report))["(H) / (c): hybrid vs lexical recall"]
+    low, high = ratio["p50_spread"]
+    assert f"p50 x{ratio['p50']:.2f} [{low:.2f}-{high:.2f}]" in row

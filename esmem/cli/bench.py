@@ -101,7 +101,8 @@ def targets_table(report: Mapping[str, Any]) -> Table:
               help="How many memories (the oldest) the with-merge ingest measurement writes.")
 @click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
               help="Run the whole latency comparison N times back to back and the with-merge ingest N times; "
-                   "report medians and the spread of each ratio (and of the ingest rate).")
+                   "report medians and the spread of each ratio (and of the ingest rate). With --embedder: "
+                   "the hybrid latency comparison, and the spread of hybrid over lexical recall.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--plot", "plot_to", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also save a latency/throughput chart (PNG; needs matplotlib).")
@@ -144,7 +145,7 @@ def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, 
     if embedder:
         from esmem.cli.semantic import bench_hybrid
 
-        return bench_hybrid(ctx, embedder, sizes[0], namespaces, queries, k, seed, as_json)
+        return bench_hybrid(ctx, embedder, sizes[0], namespaces, queries, k, seed, repeat, as_json)
     if plot_to is not None:
         plots.require()  # before the run, not after it
     try:

@@ -87,7 +87,7 @@ def merge_pairs_cmd(ctx: click.Context, path: Path, embedder: str, thresholds: s
 
 
 def bench_hybrid(ctx: click.Context, embedder: str, size: int, namespaces: int, queries: int, k: int, seed: int,
-                 as_json: bool) -> None:
+                 repeat: int, as_json: bool) -> None:
     """`esmem bench --embedder`: esmem.bench_hybrid on one corpus size."""
     import json
 
@@ -102,11 +102,13 @@ def bench_hybrid(ctx: click.Context, embedder: str, size: int, namespaces: int, 
         fail("--embedder none: nothing hybrid to measure")
     with err.status("bench") as status:
         report = run_hybrid(_engine(ctx), ctx.obj["prefix"], model, size=size, namespaces=namespaces,
-                            queries=queries, k=k, seed=seed, advance=lambda stage: status.update(stage))
+                            queries=queries, k=k, seed=seed, repeat=repeat, advance=lambda stage: status.update(stage))
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2))
         return
-    table = Table(title=f"hybrid recall ({model.name}, {size} memories, {namespaces} namespaces, {queries} queries, k={k})")
+    passes = f", median of {repeat} passes" if repeat > 1 else ""
+    table = Table(title=f"hybrid recall ({model.name}, {size} memories, {namespaces} namespaces, {queries} queries, "
+                        f"k={k}{passes})")
     table.add_column("what")
     table.add_column("measured")
     for row in summary(report):
