@@ -7,7 +7,9 @@ substring and an ordinal, it acts on the n-th matching request:
                 the client's connection is closed: a write that happened but was reported as failed;
 - cut="before": the connection is closed before the request is forwarded: a write that never happened;
 - rewrite=(old, new): the request body is edited before forwarding (to make the engine reject one
-                document of a bulk); the relay stays up.
+                document of a bulk); the relay stays up;
+- delay=seconds: the response is held that long before the client gets it (a slow call); the relay
+                stays up.
 
 After a cut the relay stays "down" (every later request is cut too, so the client's own retries
 fail as they would in an outage) until `heal()`.
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 
 
@@ -31,6 +34,7 @@ class _Plan:
     ordinal: int
     cut: str | None = "after"
     rewrite: tuple[bytes, bytes] | None = None
+    delay: float = 0.0
     matched: int = 0
     fired: bool = False
 
@@ -54,10 +58,10 @@ class Relay:
         return f"http://127.0.0.1:{self.port}"
 
     def arm(self, needle: str, ordinal: int, *, cut: str | None = "after",
-            rewrite: tuple[bytes, bytes] | None = None) -> None:
+            rewrite: tuple[bytes, bytes] | None = None, delay: float = 0.0) -> None:
         """Act on the `ordinal`-th (1-based) request whose "METHOD path" contains `needle`."""
         with self._lock:
-            self._plan = _Plan(needle, ordinal, cut, rewrite)
+            self._plan = _Plan(needle, ordinal, cut, rewrite, delay)
 
     @property
     def fired(self) -> bool:
@@ -121,6 +125,8 @@ class Relay:
                     return
                 if action == "after":
                     return  # applied by the engine, never answered
+                if action == "delay":
+                    time.sleep(self._plan.delay)  # type: ignore[union-attr]
                 client.sendall(rhead + rbody)
         except OSError:
             return
@@ -145,6 +151,8 @@ class Relay:
             plan.fired = True
             if plan.rewrite:
                 return "rewrite"
+            if plan.delay:
+                return "delay"
             self.down = True
             return plan.cut
 

@@ -280,3 +280,28 @@ def test_history_bench_compares_the_same_active_memories_and_retention_spares_ac
     for left in (f"{prefix}-bench-history-0", f"{prefix}-bench-history-3"):  # the bench cleans up after itself
         with pytest.raises(NotInstalled):
             require_installed(engine, left)
+
+
+@pytest.mark.plain_http  # the TCP relay forwards plain HTTP
+def test_a_force_merge_waits_for_the_merge_however_short_the_stores_timeout(engine_url: str, prefix: str) -> None:
+    from urllib.parse import urlparse
+
+    from esmem.domain.installation import install
+    from esmem.errors import EsmemError
+    from esmem.index.catalog import Catalog
+    from esmem.index.engine import Engine
+    from relay import Relay
+
+    u = urlparse(engine_url)
+    relay = Relay((u.hostname, u.port))
+    quick = Engine(relay.url, timeout=1.0)
+    try:
+        install(Engine(engine_url), prefix)
+        relay.arm("_forcemerge", 1, delay=2.0)  # a merge that takes longer than the store's timeout
+        assert Catalog(quick, prefix).store_stats(force_merge=True)["docs"]["count"] == 0 and relay.fired
+        relay.arm("_forcemerge", 1, delay=2.0)
+        with pytest.raises(EsmemError):  # any other call with that timeout gives up
+            quick.request("POST", f"/{Catalog(quick, prefix).alias}/_forcemerge", params={"max_num_segments": 1})
+    finally:
+        quick.close()
+        relay.close()

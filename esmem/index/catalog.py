@@ -54,6 +54,7 @@ class Created:
 # The audit index: when, which selector (digests only), how many; never a memory's text.
 # delete-by-query: documents per scroll batch, and per call (50 batches: see Catalog.delete_matching)
 DELETE_BATCH = 1000
+FORCE_MERGE_SECONDS = 1800.0  # merging 100k memories with their vectors into one segment: minutes on 2 cores
 DELETE_CALL = 50 * DELETE_BATCH
 
 AUDIT_INDEX = {
@@ -307,8 +308,13 @@ class Catalog:
     # -- index statistics (benchmarks) ---------------------------------------------------------
     def store_stats(self, *, force_merge: bool = False) -> dict[str, Any]:
         """The primaries' `docs` and `store` sections, after a refresh (and a merge to one segment)."""
-        if force_merge:
-            self.engine.request("POST", f"/{self.alias}/_forcemerge", params={"max_num_segments": 1})
+        if force_merge:  # the call returns when the merge is done: it waits longer than any other
+            patient = Engine(self.engine.config, timeout=FORCE_MERGE_SECONDS) if self.engine.config else self.engine
+            try:
+                patient.request("POST", f"/{self.alias}/_forcemerge", params={"max_num_segments": 1})
+            finally:
+                if patient is not self.engine:
+                    patient.close()
         self.refresh()
         primaries: dict[str, Any] = self.engine.request("GET", f"/{self.alias}/_stats/store,docs")["_all"]["primaries"]
         return primaries
