@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from esmem.domain.analysis import language, tokens, truncate_query
+from esmem.domain.analysis import tokens, truncate_query
 from esmem.index.engine import Engine
 from esmem.index.install import Names
 
@@ -108,14 +108,3 @@ def test_truncate_query_keeps_at_most_the_limit_and_whole_short_texts(text: str,
     assert text.startswith(out) and len(tokens(out, query=True)) <= limit
     if len(text) <= limit:
         assert out == text
-
-
-@pytest.mark.parametrize("text, lang", [
-    ("会议从 Helm 迁到 pytest，刘洋 牵头", "zh"),  # more Chinese characters than English words
-    ("老张不喜欢Python（去年开始）", "zh"),
-    ("The rate limiting service runs on Envoy, see the 钉钉 thread", "en"),  # two characters, nine words
-    ("I am allergic to penicillin.", "en"),
-    ("12:30", "en"),
-])
-def test_a_texts_language_is_chinese_when_its_cjk_characters_outnumber_its_other_words(text, lang) -> None:
-    assert language(text) == lang

@@ -11,11 +11,10 @@ Measured on one corpus (esmem.bench.generate), embedding time reported apart fro
 """
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import replace
 from typing import Any, Callable
-
-import statistics
 
 from esmem.apps.bench import Paths, Probe, Timings, combine_passes, generate, make_queries, measure, store_stats
 from esmem.apps.timing import percentiles
@@ -123,6 +122,7 @@ def summary(report: dict[str, Any]) -> list[tuple[str, str]]:
     rows = [(f"({key}) {row['label']}", f"p50 {row['p50']:.1f} ms, p95 {row['p95']:.1f} ms, x(a) p50 {row['ratio_p50']:.2f}")
             for key, row in lat.items()]
     ratio = report["hybrid_vs_lexical"]
+
     def spread(p: str) -> str:
         lo, hi = ratio[f"{p}_spread"]
         return f" [{lo:.2f}-{hi:.2f}]" if lat["H"]["passes"] > 1 else ""

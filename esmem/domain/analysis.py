@@ -136,17 +136,6 @@ def token_set(text: str) -> frozenset[str]:
     return token_sets(text)[0]
 
 
-_LETTERS = regex.compile(r"\p{L}+")
-
-
-def language(text: str) -> str:
-    """"zh" when a text has at least as many CJK characters as words in other scripts, else "en" (the
-    two languages of esmem's models and data sets): "会议从 Helm 迁到 pytest" is Chinese, an English
-    sentence naming a "钉钉" thread is English."""
-    cjk = len(_CJK.findall(text))
-    return "zh" if cjk and cjk >= len(_LETTERS.findall(_CJK.sub(" ", text))) else "en"
-
-
 def truncate_query(text: str, max_terms: int) -> str:
     """The longest prefix of `text` whose search tokens number at most `max_terms`.
 
