@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -23,6 +24,7 @@ from esmem.index.install import KNN_TEMPLATE, installed_embedding, uninstall
 from esmem.values import epoch_ms, parse_time
 from semantic_support import embedder, minilm
 
+ROOT = Path(__file__).resolve().parents[1]
 NOW = parse_time("2026-10-08T12:00:00Z")
 PETS = [
     MemoryInput("The user adopted a kitten named Miso last spring.", "u", kind="fact", valid_from="2026-04-01T00:00:00Z"),
@@ -124,7 +126,8 @@ def test_one_round_trip_and_fusion_matches_the_reference(engine, semantic, prefi
     bm25 = {r.memory.id: r.legs["bm25"]["score"] for r in res.items if "bm25" in r.legs}
     knn = {r.memory.id: r.legs["knn"]["score"] for r in res.items if "knn" in r.legs}
     assert knn  # every memory is a kNN candidate
-    nb = dict(zip(bm25, minmax(list(bm25.values()))))
+    assert len(bm25) < 5  # the words match fewer memories than asked: the BM25 leg's scale starts at 0
+    nb = dict(zip(bm25, [s / max(bm25.values()) for s in bm25.values()]))
     nk = dict(zip(knn, minmax(list(knn.values()))))
     for r in res.items:
         assert r.score == pytest.approx(0.6 * nb.get(r.memory.id, 0) + 0.4 * nk.get(r.memory.id, 0))
@@ -161,6 +164,10 @@ def test_rrf_and_fusion_edge_cases() -> None:
     assert [h["_id"] for h in fuse([], c, Fusion(weight=0.9))] == ["z", "x"]  # no BM25 leg: nothing to keep
     assert fusion_from_strings(Fusion(), {"keep_top": "false"}) == Fusion(keep_top=False)
     assert minmax([3.0]) == [1.0] and minmax([]) == []
+    # a BM25 leg that brought every match: its scale starts at 0, so its last hit is not worth an unmatched memory
+    whole = fuse(a, b, Fusion(weight=0.5, keep_top=False), exhausted=True)
+    assert {h["_id"]: h["_score"] for h in whole} == pytest.approx({"x": 0.5, "y": 0.75, "z": 0.0})
+    assert minmax([2.0, 1.0], floor=0.0) == [1.0, 0.5] and minmax([3.0], floor=0.0) == [1.0]
     for bad in ({"weight": 1.5}, {"method": "max"}, {"rrf_k": 0}, {"keep_top": "yes"}):
         with pytest.raises(ConfigError):
             Fusion(**bad)
@@ -350,3 +357,21 @@ def test_recall_hits_leave_vectors_out_unless_mmr_compares_them(engine, semantic
                             params=RecallParams(mmr_lambda=0.5))
     assert {r.memory.content for r in words.items} == {"espresso machine descaling every month",
                                                        "espresso beans from the corner roaster"}
+
+
+
+def test_the_one_different_memory_keeps_its_place_among_look_alikes(engine, installed_semantic) -> None:
+    # the diversity set's English clusters: three look-alikes and one different memory each, one namespace.
+    # The words match a cluster; the kNN leg brings every memory of the namespace. The different memory is
+    # the BM25 leg's last hit: it must still outweigh the other clusters' memories the words never matched,
+    # so that MMR can put it before a second look-alike
+    rows = [json.loads(line) for line in (ROOT / "datasets" / "diversity.jsonl").read_text().splitlines()]
+    queries = [r for r in rows if r["type"] == "query" and r["namespace"] == "div-en"]
+    semantic = MemoryStore(engine, installed_semantic, embedder=minilm(), merge=MergePolicy(enabled=False),
+                           clock=lambda: parse_time(queries[0]["now"]))
+    semantic.remember_many([MemoryInput(r["content"], "div", kind=r["kind"], valid_from=r["valid_from"])
+                            for r in rows if r["type"] == "memory" and r["namespace"] == "div-en"])
+    by_id = {r["id"]: r["content"] for r in rows if r["type"] == "memory"}
+    for q in queries[:4]:
+        got = semantic.recall(q["text"], "div", 3, touch=False)
+        assert by_id[q["gold"][0]] in [r.memory.content for r in got.items], q["text"]

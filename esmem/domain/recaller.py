@@ -146,7 +146,8 @@ class Recaller:
             if p.pinned:  # a pinned memory earns a ranked slot through the lexical gate only (the pinned section has it)
                 kept = {h["_id"] for h in hits}
                 knn = [h for h in knn if h["_id"] in kept or not is_pinned(h["_source"], p.importance_floor)]
-            hits = hybrid.fuse(hits, knn, fuse)[:max(size, len(hits))]
+            exhausted = len(responses[0]["hits"]["hits"]) < size
+            hits = hybrid.fuse(hits, knn, fuse, exhausted)[:max(size, len(hits))]
         items = self._rank(hits, k, p, now_t, terms_by_id, raised, demoted)
         recent: tuple[Memory, ...] = ()
         if p.recent_n:
