@@ -81,7 +81,7 @@ def test_knn_leg_scores_are_the_documented_formula_over_cosine(engine, semantic,
     params = RecallParams(mode=mode, half_life=timedelta(days=30), kind_half_lives={}, mmr=False)
     query = "pet cat"
     qv = quantize(minilm().embed([query])[0])
-    tp = {"namespace": "u", "query": query, "size": 10, "now": epoch_ms(NOW), "vector": qv, "with_vectors": True,
+    tp = {"namespace": "u", "query": query, "size": 10, "now": epoch_ms(NOW), "vector": qv,
           **ranking.template_overrides(params)}
     resp = engine.request("POST", f"/{semantic.alias}/_search/template",
                           {"id": semantic.names.script(KNN_TEMPLATE), "params": tp}, {"routing": "u"})
@@ -331,33 +331,6 @@ def test_bench_hybrid_repeats_the_latency_comparison_and_gives_the_hybrid_ratios
     row = dict(summary(report))["(H) / (c): hybrid vs lexical recall"]
     low, high = ratio["p50_spread"]
     assert f"p50 x{ratio['p50']:.2f} [{low:.2f}-{high:.2f}]" in row
-
-
-def test_recall_hits_leave_vectors_out_unless_mmr_compares_them(engine, semantic, prefix) -> None:
-    # a vector is most of a hit's bytes: both legs send it only to a call that asks (`with_vectors`)
-    semantic.remember_many(PETS)
-    semantic.catalog.refresh()
-    params = {"namespace": "u", "query": "kitten Miso", "now": str(epoch_ms(NOW)), "vector": quantize(minilm().embed(["kitten"])[0])}
-    for template in ("recall", KNN_TEMPLATE):
-        for with_vectors in (False, True):
-            hits = engine.request("POST", f"/{semantic.alias}/_search/template",
-                                  {"id": f"{prefix}-{template}", "params": {**params, **({"with_vectors": True} if with_vectors else {})}},
-                                  params={"routing": "u"})["hits"]["hits"]
-            assert hits and all(h["_source"]["content"] for h in hits), template
-            assert all(("embedding" in h["_source"]) is with_vectors for h in hits), (template, with_vectors)
-    # MMR by cosine still reads the stored vectors: two look-alikes with one vector, a third apart
-    one, other = [1.0] + [0.0] * 383, [0.0, 1.0] + [0.0] * 382
-    semantic.remember_many([MemoryInput("espresso machine descaling every month", "vec", kind="note", embedding=one),
-                            MemoryInput("espresso beans from the corner roaster", "vec", kind="note", embedding=one),
-                            MemoryInput("espresso tastes sour when the grind is coarse", "vec", kind="note", embedding=other)])
-    diverse = semantic.recall("espresso machine beans", "vec", 2, fusion=LEXICAL, touch=False,
-                              params=RecallParams(mmr_lambda=0.5, mmr_similarity="cosine"))
-    assert diverse.items[1].memory.content == "espresso tastes sour when the grind is coarse"
-    words = semantic.recall("espresso machine beans", "vec", 2, fusion=LEXICAL, touch=False,
-                            params=RecallParams(mmr_lambda=0.5))
-    assert {r.memory.content for r in words.items} == {"espresso machine descaling every month",
-                                                       "espresso beans from the corner roaster"}
-
 
 
 def test_the_one_different_memory_keeps_its_place_among_look_alikes(engine, installed_semantic) -> None:
