@@ -20,7 +20,7 @@ from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.engine import Engine
-from esmem.index.install import KNN_TEMPLATE, installed_embedding, uninstall
+from esmem.index.install import KNN_TEMPLATE, derives_vectors, installed_embedding, uninstall
 from esmem.values import epoch_ms, parse_time
 from semantic_support import embedder, minilm
 
@@ -81,7 +81,7 @@ def test_knn_leg_scores_are_the_documented_formula_over_cosine(engine, semantic,
     params = RecallParams(mode=mode, half_life=timedelta(days=30), kind_half_lives={}, mmr=False)
     query = "pet cat"
     qv = quantize(minilm().embed([query])[0])
-    tp = {"namespace": "u", "query": query, "size": 10, "now": epoch_ms(NOW), "vector": qv,
+    tp = {"namespace": "u", "query": query, "size": 10, "now": epoch_ms(NOW), "vector": qv, "with_vectors": True,
           **ranking.template_overrides(params)}
     resp = engine.request("POST", f"/{semantic.alias}/_search/template",
                           {"id": semantic.names.script(KNN_TEMPLATE), "params": tp}, {"routing": "u"})
@@ -332,6 +332,36 @@ def test_bench_hybrid_repeats_the_latency_comparison_and_gives_the_hybrid_ratios
     low, high = ratio["p50_spread"]
     assert f"p50 x{ratio['p50']:.2f} [{low:.2f}-{high:.2f}]" in row
 
+
+
+def test_recall_hits_carry_vectors_only_where_the_engine_stores_them_or_mmr_compares_them(engine, semantic, prefix) -> None:
+    # stored in _source (OpenSearch 2): cutting a vector costs a parse per hit, the hits keep it; rebuilt on
+    # read (derived source, OpenSearch 3): rebuilding costs more, the hits leave it out unless asked
+    semantic.remember_many(PETS)
+    semantic.catalog.refresh()
+    derived = derives_vectors(engine)
+    settings = engine.request("GET", f"/{semantic.alias}/_settings")
+    assert (next(iter(settings.values()))["settings"]["index"].get("knn.derived_source", {}).get("enabled") == "true") is derived
+    params = {"namespace": "u", "query": "kitten Miso", "now": str(epoch_ms(NOW)), "vector": quantize(minilm().embed(["kitten"])[0])}
+    for template in ("recall", KNN_TEMPLATE):
+        for with_vectors in (False, True):
+            hits = engine.request("POST", f"/{semantic.alias}/_search/template",
+                                  {"id": f"{prefix}-{template}", "params": {**params, **({"with_vectors": True} if with_vectors else {})}},
+                                  params={"routing": "u"})["hits"]["hits"]
+            assert hits and all(h["_source"]["content"] for h in hits), template
+            assert all(("embedding" in h["_source"]) is (with_vectors or not derived) for h in hits), (template, with_vectors)
+    # MMR by cosine reads the stored vectors wherever they are kept: two look-alikes share a vector, a third is apart
+    one, other = [1.0] + [0.0] * 383, [0.0, 1.0] + [0.0] * 382
+    semantic.remember_many([MemoryInput("espresso machine descaling every month", "vec", kind="note", embedding=one),
+                            MemoryInput("espresso beans from the corner roaster", "vec", kind="note", embedding=one),
+                            MemoryInput("espresso tastes sour when the grind is coarse", "vec", kind="note", embedding=other)])
+    diverse = semantic.recall("espresso machine beans", "vec", 2, fusion=LEXICAL, touch=False,
+                              params=RecallParams(mmr_lambda=0.5, mmr_similarity="cosine"))
+    assert diverse.items[1].memory.content == "espresso tastes sour when the grind is coarse"
+    words = semantic.recall("espresso machine beans", "vec", 2, fusion=LEXICAL, touch=False,
+                            params=RecallParams(mmr_lambda=0.5))
+    assert {r.memory.content for r in words.items} == {"espresso machine descaling every month",
+                                                       "espresso beans from the corner roaster"}
 
 def test_the_one_different_memory_keeps_its_place_among_look_alikes(engine, installed_semantic) -> None:
     # the diversity set's English clusters: three look-alikes and one different memory each, one namespace.

@@ -139,7 +139,7 @@ MUSTACHE_NAME = re.compile(r"\{\{[#^/]?\s*([A-Za-z_][\w.]*)\s*\}\}")
 
 def template_parameters() -> None:
     variables = {**search_variables("esmem"), "bm25_boost": 1.0, "family": "opensearch", "leg": "bm25",
-                 "vectors": True}
+                 "vectors": True, "derived_vectors": True}
     cog.outl("| template | parameters |")
     cog.outl("|---|---|")
     for path in sorted((assets_root() / "templates" / "search").glob("*.mustache.j2")):

@@ -99,6 +99,8 @@ class Recaller:
             tp["as_of"] = iso(as_of_t)
         if 0 < p.rescore_window < size:  # the fusion must reach every result asked for
             tp["rescore_window"] = size
+        if p.mmr_similarity == "cosine":  # MMR compares the stored vectors: hits bring them
+            tp["with_vectors"] = True
         searches = [Search("recall", tp, routing=namespace)]
         if p.recent_n:  # k more: de-dup may drop k
             searches.append(Search("recent", {"namespace": namespace, "size": p.recent_n + k,

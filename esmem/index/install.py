@@ -82,6 +82,13 @@ KEEP: Final = "keep"  # install's `embedding` default: whatever embedder the liv
 Keep = Literal["keep"]
 
 
+def derives_vectors(engine: Engine) -> bool:
+    """Whether an index with vectors keeps them out of its stored _source and rebuilds them when a
+    document is read (the k-NN plugin's derived source, which esmem's index template turns on from
+    OpenSearch 3): there a hit is cheaper to fetch without its vector (docs/results/fetch-cost.txt)."""
+    return engine.info.family == "opensearch" and engine.info.major >= 3
+
+
 def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0,
                embedding: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """`embedding`: {"name", "dimensions"} of the embedder (esmem.hybrid.spec), or None (lexical only)."""
@@ -130,7 +137,8 @@ def artifacts(engine: Engine, prefix: str, defaults: TemplateDefaults, shards: i
     root = assets_root()
     # the engine's BM25 scale (EngineInfo.bm25_boost) goes with the policy into the lexical clauses
     variables = {**search_variables(prefix, defaults), "bm25_boost": engine.info.bm25_boost,
-                 "family": engine.info.family, "leg": "bm25", "vectors": embedding is not None}
+                 "family": engine.info.family, "leg": "bm25", "vectors": embedding is not None,
+                 "derived_vectors": embedding is not None and derives_vectors(engine)}
     body = index_body(engine, prefix, shards, replicas, embedding)
     out = [Artifact("index_template", names.index_template, body, _digest(body["template"]))]
     for path in sorted((root / "painless").glob("*.painless")):
