@@ -56,9 +56,9 @@ def test_a_recall_trace_shows_its_stages_with_times_and_counts(engine: Engine, i
                                                               spans: InMemorySpanExporter) -> None:
     store = MemoryStore(engine, installed, clock=lambda: NOW)
     store.remember_many([MemoryInput(t, "tr:ns") for t in (
-        "Retry HTTP 429 with exponential backoff", "The deploy pipeline runs on Fridays", "Tea in the morning")])
+        "Retry throttled HTTP calls with exponential backoff", "The deploy pipeline runs on Fridays", "Tea in the morning")])
     spans.clear()
-    result = store.recall("429 backoff retry", "tr:ns", 2, now=NOW, touch=False)
+    result = store.recall("throttled backoff retry", "tr:ns", 2, now=NOW, touch=False)
     finished = spans.get_finished_spans()
     (root,) = _by_name(finished, "esmem.recall")
     assert root.parent is None and _children(finished, root) == ["esmem.recall.search", "esmem.recall.rank"]
@@ -73,7 +73,7 @@ def test_a_recall_trace_shows_its_stages_with_times_and_counts(engine: Engine, i
     for s in (root, search, rank):
         assert s.end_time > s.start_time
     assert root.start_time <= search.start_time < search.end_time <= rank.start_time < rank.end_time <= root.end_time
-    _no_text(finished, "429", "backoff", "tr:ns", "deploy")
+    _no_text(finished, "throttled", "backoff", "tr:ns", "deploy")  # words no hex prefix can hold
 
 
 def test_a_remember_trace_shows_validation_lookup_and_the_merge_decision(engine: Engine, installed: str,
