@@ -95,7 +95,8 @@ def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0,
     body: dict[str, Any] = render_json("templates/index_template.json.j2", {
         "prefix": prefix, "family": engine.info.family, "major": engine.info.major, "k1": engine.info.K1,
         "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords())),
-        "embedding": dict(embedding) if embedding else None})
+        "embedding": dict(embedding) if embedding else None,
+        "derived_vectors": bool(embedding) and derives_vectors(engine)})
     return body
 
 
