@@ -378,3 +378,30 @@ def test_the_one_different_memory_keeps_its_place_among_look_alikes(engine, inst
     for q in queries[:4]:
         got = semantic.recall(q["text"], "div", 3, touch=False)
         assert by_id[q["gold"][0]] in [r.memory.content for r in got.items], q["text"]
+
+
+def test_each_model_says_whether_the_bm25_legs_best_hit_stays_first() -> None:
+    from esmem.domain.embedding import CallableEmbedder
+    from esmem.domain.hybrid import default_fusion
+
+    assert default_fusion(embedder("e5-small-q")) == Fusion(keep_top=False)
+    assert default_fusion(minilm()) == Fusion(keep_top=True) == Fusion()
+    assert default_fusion(CallableEmbedder(lambda texts: [[1.0, 0.0] for _ in texts], "mine", 2)) == Fusion()
+
+
+@pytest.mark.fresh_prefix("installs an index for the e5 model")
+def test_with_e5_the_turn_that_answers_leads_the_turn_that_echoes_the_question(engine, prefix) -> None:
+    """A turn that asks back shares the question's words and wins the BM25 leg; e5's kNN leg puts the
+    answer ahead, and the store's default fusion for e5 lets the fused first hit lead."""
+    e5 = embedder("e5-small-q")
+    install(engine, prefix, embedding=spec(e5))
+    store = MemoryStore(engine, prefix, embedder=e5, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    cases = [("What breed is Sam's new dog?", "Nice! What breed is the new dog?",
+              "Sam adopted a beagle puppy last week, he is the sweetest dog."),
+             ("What instrument does Omar play?", "Do you play an instrument, Omar?",
+              "Omar has played the cello in a string quartet since school.")]
+    for n, (query, echo, answer) in enumerate(cases):
+        store.remember_many([MemoryInput(echo, f"t{n}", kind="note"), MemoryInput(answer, f"t{n}", kind="note")])
+        top = lambda fusion: store.recall(query, f"t{n}", 2, touch=False, fusion=fusion).items[0].memory.content  # noqa: E731
+        assert top(LEXICAL) == top(Fusion(keep_top=True)) == echo
+        assert top(None) == top(Fusion(keep_top=False)) == answer

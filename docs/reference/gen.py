@@ -14,6 +14,7 @@ from typing import Any
 
 import cog
 
+from esmem.domain.embedding import MODELS
 from esmem.domain.hybrid import Fusion
 from esmem.domain.installation import search_variables
 from esmem.domain.merge import MergePolicy
@@ -80,7 +81,8 @@ FUSION = {
     "method": "`convex` ((1 − w)·minmax(BM25 leg) + w·minmax(kNN leg)) or `rrf`",
     "weight": "the kNN leg's share (`knn_weight` with `--set`); 0 sends no kNN search",
     "rrf_k": "RRF constant",
-    "keep_top": "the BM25 leg's best hit stays first",
+    "keep_top": "the BM25 leg's best hit stays first; the model's default where it says otherwise: false with "
+                + ", ".join(f"`{key}`" for key, model in MODELS.items() if not model.keep_top),
     "knn_window": "the kNN leg's candidates",
 }
 

@@ -212,15 +212,16 @@ def split_overrides(pairs: Mapping[str, str]) -> tuple[dict[str, str], dict[str,
 
 
 def plan_runs(sets: Mapping[str, str], k: int, *, sweep: str | None = None, baseline: str | None = None,
-              merge: bool = True, locomo: bool = False, semantic: bool = False) -> list[tuple[str, RunConfig]]:
+              merge: bool = True, locomo: bool = False, semantic: Fusion | None = None) -> list[tuple[str, RunConfig]]:
     """The labelled runs of one `esmem eval`: the `--set` overrides, each value of a `--sweep key=v1,v2`,
-    or esmem beside the plain BM25 baseline on LoCoMo. `semantic` (an embedder is given): also esmem
-    hybrid (and on LoCoMo the kNN leg alone); `knn_weight`, `fusion`, `rrf_k` set or sweep the fusion."""
+    or esmem beside the plain BM25 baseline on LoCoMo. `semantic` (an embedder is given: its default
+    fusion, hybrid.default_fusion): also esmem hybrid (and on LoCoMo the kNN leg alone); `knn_weight`,
+    `fusion`, `rrf_k`, `keep_top`, `knn_window` set or sweep the fusion."""
     pairs = dict(sets)
     fusion_pairs = {key: pairs.pop(key) for key in list(pairs) if key in FUSION_KEYS}
     if (fusion_pairs or (sweep or "").split("=")[0].strip() in FUSION_KEYS) and not semantic:
         raise InvalidInput("knn_weight / fusion / rrf_k need --embedder")
-    fusion = fusion_from_strings(Fusion(), fusion_pairs) if semantic else None
+    fusion = fusion_from_strings(semantic, fusion_pairs) if semantic else None
     recall_pairs, merge_pairs = split_overrides(pairs)
     if not merge:
         merge_pairs["enabled"] = False

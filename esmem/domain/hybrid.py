@@ -13,9 +13,11 @@ Their two ranked lists are fused here, before MMR:
                       and LoCoMo did not move (docs/results/hybrid.md)
     rrf:              score = 1 / (rrf_k + rank_bm25) + 1 / (rrf_k + rank_knn)
 
-weight 0 is lexical esmem (no kNN search is sent). keep_top (default on): the BM25 leg's best hit
-stays first and the fusion re-ranks below it - the kNN leg alone is right at rank 1 about half as
-often as BM25 on LoCoMo (P@1 0.20 vs 0.37), so it adds recall, not a new top-1. The kNN leg brings
+weight 0 is lexical esmem (no kNN search is sent). keep_top (on unless the model says otherwise,
+`default_fusion`): the BM25 leg's best hit stays first and the fusion re-ranks below it - with MiniLM
+the kNN leg alone is right at rank 1 about half as often as BM25 on LoCoMo (P@1 0.20 vs 0.37), so it
+adds recall, not a new top-1; with e5-small-v2 the fused first hit is the better one (P@1 42.2 -> 45.1),
+so its model turns keep_top off (esmem/domain/embedding.py MODELS). The kNN leg brings
 knn_window (40) candidates. Chosen on LoCoMo with MiniLM (docs/results/hybrid.md), by one rule:
 the setting that keeps lexical P@1 and gains most R@5 + R@10, checked on even and odd conversations
 apart; weight 0.3 stayed the best weight (window 20: 0.2 gave +2.5 R@5 / +1.5 R@10, 0.4 +1.6 / +2.8); dividing each
@@ -29,7 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from esmem.domain.embedding import Embedder, embed_checked, quantize
+from esmem.domain.embedding import Embedder, Model, embed_checked, quantize
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
@@ -89,6 +91,13 @@ def fusion_from_strings(base: Fusion, pairs: Mapping[str, str]) -> Fusion:
     return Fusion(**changes)
 
 
+def default_fusion(embedder: Embedder) -> Fusion:
+    """The fusion a store with `embedder` uses when the caller names none: the defaults, with the
+    model's `keep_top` when it is one of esmem's models."""
+    model = getattr(embedder, "model", None)
+    return Fusion(keep_top=model.keep_top) if isinstance(model, Model) else Fusion()
+
+
 def spec(embedder: Embedder) -> dict[str, Any]:
     """What the index records about an embedder (mapping _meta): its name and vector size."""
     return {"name": str(embedder.name), "dimensions": int(embedder.dimensions)}
@@ -138,7 +147,7 @@ class Semantic:
         if not isinstance(embedder, Embedder):
             raise ConfigError(f"not an embedder (needs name, dimensions, embed): {type(embedder).__name__}")
         self.catalog, self.embedder = catalog, embedder
-        self.fusion = fusion or Fusion()
+        self.fusion = fusion or default_fusion(embedder)
         self._checked = False
         self._queries: OrderedDict[str, list[int]] = OrderedDict()  # recent query vectors (LRU)
 
