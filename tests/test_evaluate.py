@@ -10,8 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.apps import miss_patterns
-from esmem.apps.evaluate import Dataset, Query, QueryOutcome, locomo_records, metrics, parse_dataset
+from esmem.apps.evaluate import Dataset, Query, QueryOutcome, locomo_records, metrics, parse_dataset, plan_runs
 from esmem.cli.main import cli
+from esmem.domain.hybrid import Fusion
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
 
@@ -160,3 +161,13 @@ def test_miss_patterns_count_the_three_ways_a_top1_beats_the_gold() -> None:
     assert miss_patterns.compound_variant("send an e-mail", "I sent the email")
     assert not miss_patterns.compound_variant("the veterans", "the veteran's parade")
     assert miss_patterns.names("王伟喜欢什么", "王伟") and not miss_patterns.names("Jameson", "James")
+
+
+def test_the_hybrid_runs_start_from_the_embedders_default_fusion() -> None:
+    runs = dict(plan_runs({}, 10, locomo=True, semantic=Fusion(keep_top=False)))
+    assert runs["esmem hybrid"].fusion == Fusion(keep_top=False) and runs["esmem"].fusion is None
+    assert dict(plan_runs({"keep_top": "true"}, 10, semantic=Fusion(keep_top=False)))["esmem hybrid"].fusion == Fusion()
+    (label, swept), = plan_runs({}, 10, sweep="knn_weight=0.2", semantic=Fusion(keep_top=False))
+    assert label == "knn_weight=0.2" and swept.fusion == Fusion(weight=0.2, keep_top=False)
+    with pytest.raises(InvalidInput):
+        plan_runs({"keep_top": "false"}, 10)  # a fusion key without an embedder
