@@ -70,6 +70,19 @@ def test_one_value_of_an_attribute_is_replaced_without_a_cue() -> None:
     assert allergy.action == "add"
 
 
+@pytest.mark.parametrize("old, new, verdict", [
+    ("My boss is Ana.", "My boss is Ben.", "replaces"),                       # a name for a name
+    ("My timezone is PST.", "My timezone is CET.", "replaces"),
+    ("My car is a Civic.", "My car is a Tesla Model 3.", "replaces"),        # "a ..." for "a ..."
+    ("My manager is Priya.", "My manager is out sick today.", "coexists"),  # a state of the same manager
+    ("My car is a Civic.", "My car is in the shop.", "coexists"),
+    ("My brother is Tom.", "My brother is Max.", "coexists"),               # a relative: there may be two
+    ("Ana likes vim.", "Ben likes vim.", "coexists"),                       # another name opens the statement
+])
+def test_a_one_word_attribute_takes_a_value_of_the_same_form(old: str, new: str, verdict: str) -> None:
+    assert read(old, new, "fact").verdict == verdict
+
+
 def test_a_person_named_in_the_value_of_one_attribute_is_the_value_not_another_subject() -> None:
     r = read("My emergency contact is my sister Ana.", "My emergency contact is my brother Luis.", "fact")
     assert r.verdict == "replaces" and not r.other_subject

@@ -333,6 +333,13 @@ class _Text:
         return (found[0], found[1], pair_tokens(found[2])) if found else None
 
     @cached_property
+    def value_form(self) -> str | None:
+        """How the value it states begins (`_VALUE_FORMS`), when it states one attribute."""
+        found = _subject(self.text)
+        rest = found[2].strip() if found else ""
+        return next((form for form, pattern in _VALUE_FORMS if pattern.match(rest)), None)
+
+    @cached_property
     def many(self) -> bool:
         """It names a Chinese many-valued attribute."""
         return bool(_MULTI_ZH.search(self.text))
@@ -400,7 +407,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     first = spans[0] if spans else None
     renamed = bool(first and first[0] and first[1] and first[2] <= 1 and first[3] <= 1 and first[2] == first[3]
                    and not set(first[0]) & set(b) and not set(first[1]) & set(a)
-                   and not (_is_value(first[0]) and _is_value(first[1])))
+                   and not (_is_value(first[0]) and _is_value(first[1]))
+                   and not (same_attribute and not (o.others or n.others) and _alike_values(o, n)))
     # ... unless the statement gives the holder of a role there is one of ("Marco is the tech lead of the
     # search team" -> "Aisha is the tech lead of the search team"): then the name is the value
     holder = renamed and not change and len(slots) == 1 and len(spans) == 1 and _holds_the_role(o.text, n.text)
@@ -450,6 +458,20 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     if len(slots) >= 2:
         return reading(COEXISTS, f"{len(slots)} slots differ")
     return reading(UNCERTAIN, "same topic, one slot differs, no cue")
+
+
+# How a stated value begins: a name, a number, "a/an/the ..." - or something else (a state: "slow",
+# "on leave", "out sick"; and Chinese, whose attributes are rarely one word: left as before).
+_VALUE_FORMS = (("name", regex.compile(r"\p{Lu}")), ("number", regex.compile(r"\p{N}")),
+                ("thing", regex.compile(r"(?:a|an|the)\s", regex.IGNORECASE)))
+
+
+def _alike_values(old: _Text, new: _Text) -> bool:
+    """Whether two statements of one attribute give values of one form - two names, two numbers, two
+    "a ..." - so that the new one is another value of it ("My boss is Ana" -> "My boss is Ben"), not a
+    state of the old one ("My manager is Priya" -> "My manager is out sick today") or what the value is
+    ("My car is a Civic" -> "My car is in the shop")."""
+    return old.value_form is not None and old.value_form == new.value_form
 
 
 _THE_ROLE = regex.compile(r"^\s*(.{1,40}?)\s+(?:is|was)\s+(?:now\s+)?the\s+(.+)$", regex.IGNORECASE)
