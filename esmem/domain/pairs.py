@@ -328,15 +328,18 @@ class _Text:
         return frozenset(self.tokens[:2]) | frozenset(w for w in _OTHERS_ZH if self.text.startswith(w))
 
     @cached_property
+    def stated(self) -> tuple[tuple[str, ...], str, str] | None:
+        """(subject tokens, relation, the value as written) when it states one attribute (`_subject`)."""
+        return _subject(self.text)
+
+    @cached_property
     def subject(self) -> tuple[tuple[str, ...], str, tuple[str, ...]] | None:
-        found = _subject(self.text)
-        return (found[0], found[1], pair_tokens(found[2])) if found else None
+        return (self.stated[0], self.stated[1], pair_tokens(self.stated[2])) if self.stated else None
 
     @cached_property
     def value_form(self) -> str | None:
         """How the value it states begins (`_VALUE_FORMS`), when it states one attribute."""
-        found = _subject(self.text)
-        rest = found[2].strip() if found else ""
+        rest = self.stated[2].strip() if self.stated else ""
         return next((form for form, pattern in _VALUE_FORMS if pattern.match(rest)), None)
 
     @cached_property
