@@ -137,14 +137,20 @@ MODELS: dict[str, Model] = {
 SCALE_UNRELATED = MODELS["minilm"].unrelated
 
 
+def model_of(embedder: Embedder) -> Model | None:
+    """The model of MODELS behind `embedder` (None: an embedder of the caller's own)."""
+    model = getattr(embedder, "model", None)
+    return model if isinstance(model, Model) else None
+
+
 def on_merge_scale(embedder: Embedder, cosine: float) -> float:
     """`embedder`'s cosine on the merge's scale: its distance to 1 stretched by how much closer to 1 the
     model puts unrelated texts than the scale's model does. Models differ widely there: e5-small-v2 puts
     two unrelated memories near 0.83 where MiniLM puts them near 0.18, so read raw, MiniLM's "same
     meaning" threshold (0.75) holds for nearly every pair e5 reads; on this scale it is e5's 0.95. An
     embedder that is not one of MODELS keeps its cosine."""
-    model = getattr(embedder, "model", None)
-    if not isinstance(model, Model):
+    model = model_of(embedder)
+    if model is None:
         return cosine
     return 1 - (1 - cosine) * (1 - SCALE_UNRELATED) / (1 - model.unrelated)
 

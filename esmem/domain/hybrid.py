@@ -31,7 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from esmem.domain.embedding import Embedder, Model, embed_checked, quantize
+from esmem.domain.embedding import Embedder, embed_checked, model_of, quantize
 from esmem.errors import ConfigError, InvalidInput
 from esmem.index.catalog import Catalog, Search
 from esmem.index.engine import Engine
@@ -94,8 +94,8 @@ def fusion_from_strings(base: Fusion, pairs: Mapping[str, str]) -> Fusion:
 def default_fusion(embedder: Embedder) -> Fusion:
     """The fusion a store with `embedder` uses when the caller names none: the defaults, with the
     model's `keep_top` when it is one of esmem's models."""
-    model = getattr(embedder, "model", None)
-    return Fusion(keep_top=model.keep_top) if isinstance(model, Model) else Fusion()
+    model = model_of(embedder)
+    return Fusion(keep_top=model.keep_top) if model else Fusion()
 
 
 def spec(embedder: Embedder) -> dict[str, Any]:
