@@ -314,8 +314,8 @@ def test_merge_review_confirm_and_dismiss_from_the_page(engine: Engine, installe
     store = MemoryStore(engine, installed)
     pairs = {}
     for ns in ("nursery", "garden"):
-        old = store.remember("We plan to paint the nursery pale yellow.", ns, valid_from="2026-01-01T00:00:00Z")
-        new = store.remember("We plan to paint the nursery sage green.", ns, valid_from="2026-02-01T00:00:00Z")
+        old = store.remember("We plan to tile the bathroom floor with slate.", ns, valid_from="2026-01-01T00:00:00Z")
+        new = store.remember("We plan to tile the bathroom floor with marble.", ns, valid_from="2026-02-01T00:00:00Z")
         assert new.action == "uncertain"
         pairs[ns] = (old.id, new.id)
     ui = serve(lambda: MemoryStore(engine, installed), allow_writes=True)

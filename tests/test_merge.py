@@ -53,7 +53,7 @@ def test_a_late_older_statement_that_the_active_one_replaces_is_outdated() -> No
     assert d.action == "outdated" and d.targets[0].id == "new"
 
 
-OLD_PLAN, NEW_PLAN = "We plan to paint the nursery pale yellow.", "We plan to paint the nursery sage green."
+OLD_PLAN, NEW_PLAN = "We plan to tile the bathroom floor with slate.", "We plan to tile the bathroom floor with marble."
 
 
 def test_a_second_value_without_a_cue_is_uncertain_and_links_the_older() -> None:
@@ -155,6 +155,27 @@ def test_how_strongly_a_rule_binds_and_why_it_holds_are_not_what_it_is_about() -
 def test_a_change_cue_reaches_a_topic_told_in_fewer_shared_characters() -> None:
     # 婆婆 and 医保 are two words shared, written in four characters (three distinct)
     assert read("婆婆的医保在老家参保。", "婆婆的医保已经转到上海了。", "fact").verdict == "replaces"
+
+
+def test_a_change_cue_reaches_a_chinese_topic_of_three_shared_characters() -> None:
+    # 周会 and one more character: less than two words, yet the cancellation is about the same meeting
+    assert read("团队周会在每周一上午。", "周会取消了，以后改成线上同步。", "rule").verdict == "replaces"
+    # 今年 is a time, not something else the retraction names
+    assert read("老王每周去健身房练三次。", "老王今年三月起不去健身房了。", "fact").verdict == "replaces"
+
+
+@pytest.mark.parametrize("old, new, kind, verdict", [
+    ("Write the release notes in English.", "Write the release notes in German.", "rule", "replaces"),
+    ("Paint the fence dark brown.", "Paint the fence white.", "intent", "replaces"),
+    ("我们的官网默认显示简体中文。", "我们的官网默认显示繁体中文。", "rule", "replaces"),
+    ("卧室的墙刷成米色。", "卧室的墙刷成浅蓝色。", "intent", "replaces"),
+    ("The gym is quietest before 7am.", "The gym is quietest after 9 pm.", "fact", "replaces"),  # a time, placed
+    ("I drink green tea after lunch.", "I drink black tea after lunch.", "preference", "uncertain"),  # a sort of tea
+    ("My son speaks French.", "My son speaks Italian.", "fact", "coexists"),  # languages spoken are many
+    ("我会说英语。", "我会说日语。", "fact", "coexists"),
+])
+def test_a_colour_a_language_or_a_time_for_another_is_a_new_value(old: str, new: str, kind: str, verdict: str) -> None:
+    assert read(old, new, kind).verdict == verdict
 
 
 def test_a_judge_settles_only_the_uncertain_pairs() -> None:

@@ -37,7 +37,7 @@ def updates(q: Question) -> bool:
 
 
 # a pair the reading leaves uncertain: one slot differs, no cue either way
-PLAN, REPAINT = "We plan to paint the nursery pale yellow.", "We plan to paint the nursery sage green."
+PLAN, REPAINT = "We plan to tile the bathroom floor with slate.", "We plan to tile the bathroom floor with marble."
 
 
 def cand(cid: str, content: str, kind: str = "rule", bm25: float = 9.0) -> Candidate:
@@ -53,7 +53,7 @@ def test_the_judge_is_asked_only_about_uncertain_pairs() -> None:
     assert decide(REPAINT, "fact", c, policy, verdicts={"a": False}).action == "add"
     # a restatement is a duplicate without asking; a pair the reading settles is not asked about
     assert judgeable(PLAN, "fact", c, policy) == [] and decide(PLAN, "fact", c, policy, verdicts={}).action == "duplicate"
-    assert judgeable("We now plan to paint the nursery sage green.", "fact", c, policy) == []
+    assert judgeable("We now plan to tile the bathroom floor with marble.", "fact", c, policy) == []
     assert judgeable(PARAPHRASE, "rule", [cand("o", OLD)], policy) == []
 
 
@@ -125,7 +125,7 @@ def test_without_a_judge_an_uncertain_pair_stays_linked_and_a_cue_supersedes(eng
     first = store.remember(PLAN, "d", kind="fact", valid_from="2026-01-01T00:00:00Z")
     unsure = store.remember(REPAINT, "d", kind="fact", valid_from="2026-02-01T00:00:00Z")
     assert unsure.action == "uncertain" and store.get("d", first.id).status == "active"
-    upd = store.remember("We now plan to paint the nursery mint green instead.", "d", kind="fact",
+    upd = store.remember("We now plan to tile the bathroom floor with terracotta instead.", "d", kind="fact",
                          valid_from="2026-03-01T00:00:00Z")
     assert upd.action == "superseded" and len(upd.superseded) == 1
 

@@ -53,8 +53,8 @@ def test_a_wrong_supersession_is_listed_then_undone_once(store: MemoryStore) -> 
 
 
 def test_an_uncertain_pair_is_linked_for_review(store: MemoryStore) -> None:
-    old, new = _legacy_supersede(store, "u", "We plan to paint the nursery pale yellow.",
-                                 "We plan to paint the nursery sage green.")
+    old, new = _legacy_supersede(store, "u", "We plan to tile the bathroom floor with slate.",
+                                 "We plan to tile the bathroom floor with marble.")
     [f] = store.repair("u", apply=True)
     assert f.verdict == "uncertain"
     [p] = store.review("u")

@@ -13,7 +13,7 @@ from esmem.errors import InvalidInput
 from esmem.values import parse_time
 
 NOW = parse_time("2026-10-08T12:00:00Z")
-PLAN, REPAINT = "We plan to paint the nursery pale yellow.", "We plan to paint the nursery sage green."
+PLAN, REPAINT = "We plan to tile the bathroom floor with slate.", "We plan to tile the bathroom floor with marble."
 
 
 @pytest.fixture
@@ -33,9 +33,9 @@ def test_an_uncertain_pair_is_listed_and_recall_puts_the_newer_first(store: Memo
     assert store.get("u", old).status == "active" and store.get("u", new).possibly_updates == (old,)
     [p] = store.review("u")
     assert (p.older.id, p.newer.id) == (old, new)
-    res = store.recall("what colour will the nursery be, pale yellow?", "u", 5, now=NOW, touch=False)
+    res = store.recall("what will the bathroom floor be, slate?", "u", 5, now=NOW, touch=False)
     ranked = [r.memory.id for r in res.items]
-    assert ranked[:2] == [new, old]  # the older matches "pale yellow" better, yet goes under the linked newer
+    assert ranked[:2] == [new, old]  # the older matches "slate" better, yet goes under the linked newer
     assert res.items[1].demoted_by == new
 
 
@@ -63,7 +63,7 @@ def test_coexists_drops_the_link_and_keeps_both(store: MemoryStore) -> None:
     assert store.get("c", old).status == "active" and store.get("c", new).status == "active"
     assert store.get("c", new).possibly_updates == () and store.review("c") == []
     assert store.get("c", new).reviews[0]["verdict"] == "coexists"
-    res = store.recall("pale yellow nursery", "c", 5, now=NOW, touch=False)
+    res = store.recall("slate bathroom floor", "c", 5, now=NOW, touch=False)
     assert res.items[0].memory.id == old and not any(r.demoted_by for r in res.items)
     with pytest.raises(InvalidInput, match="verdict"):
         store.settle("c", old, new, "maybe")

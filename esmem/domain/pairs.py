@@ -11,7 +11,8 @@ where a reader could not tell without knowing the world:
 - replaces  : same topic and the same subject, and the new text says the old stopped being true: a
               change cue it adds ("now", "instead", "no longer", "moved to", 改成, 不再, 以后, 搬到 ...),
               a flipped negation of the same statement, a value swap where the values are times,
-              dates or amounts ("at 9am" -> "at 10am"), or, for events, a reschedule/cancel cue
+              dates or amounts ("at 9am" -> "at 10am"), colours or languages ("reply in Spanish" ->
+              "... in Portuguese"), or, for events, a reschedule/cancel cue
 - coexists  : an additive cue ("also", "as well", "another", 也, 还, 另外), another subject (a relative,
               a colleague, another named person), distinct facts that share a frame (two or more slots
               differ: subject and object, or qualifier and value), another item of a multi-valued
@@ -134,18 +135,38 @@ _MULTI_EN = frozenset(_stem(w) for w in (
     "allergic allergy allergies speak speaks language languages pet pets dog dogs cat cats own owns have "
     "has collect collects like likes love loves enjoy enjoys hobby hobbies play plays friend friends "
     "visited visit member subscribe subscribed follow follows fan know knows learn learning studying "
-    "certified skill skills tool tools use uses").split())
+    "certified skill skills tool tools use uses translate translates").split())
 _MULTI_ZH = regex.compile("过敏|会说|会讲|语言|养了|养着|宠物|拥有|收藏|(?<!最)喜欢|爱好|热爱|会弹|会玩|订阅|关注|会用|学过|"
                           "在学|去过|朋友")
 # CJK characters that carry no content of their own (particles, structure words).
 _CJK_FUNCTION = frozenset("的了着吗呢吧啊呀哦嘛和与及很都就把被之")
-_CJK_VALUE = "一二三四五六七八九十百千万两半零〇点号月日周星期天年时分秒钟早晚上下午中凌晨次个元块兆楼层岁倍度"
+_CJK_VALUE = "今昨一二三四五六七八九十百千万两半零〇点号月日周星期天年时分秒钟早晚上下午中凌晨次个元块兆楼层岁倍度"
 _VALUE = regex.compile(
     r"^(?:\d[\d.,:/-]*(?:am|pm|st|nd|rd|th|h|k|m|km|kg|g|gb|mb|tb|ms|s|min|mins|x|%)?|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun|"
     r"januari|februari|march|april|may|june|juli|august|septemb|octob|novemb|decemb|jan|feb|mar|apr|jun|"
     r"jul|aug|sep|sept|oct|nov|dec|morn|afternoon|even|night|noon|midnight|week|weekend|month|year|day|"
     r"daili|weekli|month|annual|hour|minut|second|[" + _CJK_VALUE + r"]|\p{N}+)$")
+
+# Kinds of value a statement holds one of at a time, whatever it is about: a colour ("paint the fence
+# white"), a language or script ("reply in Spanish", "用繁体中文"). One slot that swaps one of a
+# kind for another of the same kind is a new value, not another thing (things owned, eaten or liked
+# are many-valued and read earlier).
+_KINDS_OF_VALUE = (
+    regex.compile(  # colours
+        r"(?<![\p{L}])(?:red|yellow|green|blue|purple|violet|pink|brown|black|white|gr[ae]y|beige|navy|"
+        r"teal|turquoise|maroon|burgundy|lilac|lavender|ivory|champagne)(?![\p{L}])|"
+        r"(?:[红橙黄绿青蓝紫粉棕褐黑白灰金银米]|香槟|咖啡|藏青|天蓝|酒红|奶白|纯白|墨绿|浅蓝|深蓝)色",
+        regex.IGNORECASE),
+    regex.compile(  # languages and scripts
+        r"(?<![\p{L}])(?:english|spanish|portuguese|french|german|italian|dutch|chinese|mandarin|cantonese|"
+        r"japanese|korean|russian|arabic|hindi|turkish|swedish|vietnamese|thai|indonesian|greek|"
+        r"hebrew)(?![\p{L}])|繁体|简体|普通话|粤语|(?:[英中日法德俄韩意]|西班牙|葡萄牙|意大利|阿拉伯)[文语]",
+        regex.IGNORECASE),
+)
+_NEXT_WORD = regex.compile(r"[ \t]+(\p{L}+)")
+# Words that put a time in a span: "before noon" -> "after 2 pm" is one time changing.
+_TIME_WORDS = frozenset(_stem(w) for w in "before after until till around from".split())
 
 
 def _phrases(words: tuple[str, ...]) -> regex.Pattern[str]:
@@ -254,6 +275,12 @@ def _is_value(part: tuple[str, ...]) -> bool:
     return bool(part) and all(_VALUE.match(t) or (t == "小" and part[i + 1:i + 2] == ("时",)) for i, t in enumerate(part))
 
 
+def _is_when(part: tuple[str, ...]) -> bool:
+    """A time, date or amount, after at most one word that places a time ("before noon", "after 2 pm")."""
+    rest = part[1:] if part[:1] and part[0] in _TIME_WORDS else part
+    return _is_value(tuple(t for i, t in enumerate(rest) if not (t in ("am", "pm") and i and _VALUE.match(rest[i - 1]))))
+
+
 def _strip_cues(text: str) -> str:
     """The text without its change and additive cues: they are read as cues, not as differing content."""
     for pattern in (_CHANGE_EN_RE, _ADDITIVE_EN_RE, _EVENT_EN_RE):
@@ -343,9 +370,25 @@ class _Text:
         return next((form for form, pattern in _VALUE_FORMS if pattern.match(rest)), None)
 
     @cached_property
+    def kinds(self) -> tuple[frozenset[str], ...]:
+        """The values of each of `_KINDS_OF_VALUE` it names as values: an English word that qualifies
+        the next one names a sort of thing, not its value ("green tea", "Spanish class")."""
+        def qualifies(m: regex.Match[str]) -> bool:
+            after = _NEXT_WORD.match(self.text, m.end())
+            return after is not None and not _HAN.match(m.group(0)) and after.group(1).lower() not in STOP_WORDS
+        return tuple(frozenset(m.group(0).lower() for m in pattern.finditer(self.text) if not qualifies(m))
+                     for pattern in _KINDS_OF_VALUE)
+
+    @cached_property
     def many(self) -> bool:
         """It names a Chinese many-valued attribute."""
         return bool(_MULTI_ZH.search(self.text))
+
+
+def _swaps_a_kind(old: _Text, new: _Text) -> bool:
+    """Whether one value of a kind held one at a time (`_KINDS_OF_VALUE`) gives way to another of it."""
+    return any(len(old.kinds[k] - new.kinds[k]) == 1 and len(new.kinds[k] - old.kinds[k]) == 1
+               for k in range(len(_KINDS_OF_VALUE)))
 
 
 def _found(text: str, en: regex.Pattern[str], zh: regex.Pattern[str]) -> frozenset[str]:
@@ -369,7 +412,8 @@ def topic(text: str) -> tuple[frozenset[str], bool]:
 def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap: float = 0.5,
          events: tuple[str, ...] = ("event",), cosine: float | None = None, same_meaning: float = 1.0) -> Reading:
     """Read the pair (old, new) of one kind. `min_overlap`: the topic overlap a replacement without a
-    change cue needs (with one, half of it and two shared words; below half, nothing but `coexists`);
+    change cue needs (with one, half of it and two shared words, or a word and a CJK character: three
+    characters of a Chinese text; below half, nothing but `coexists`);
     `events`: kinds whose memories are happenings, replaced only by a reschedule, a cancellation or a
     correction. `cosine` (the two texts' embeddings, when the store has an embedder) at or above
     `same_meaning` makes a text with a change cue about the same topic however few words it shares
@@ -387,9 +431,9 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     retract_only = change and not event and bool(n.retract - o.retract) and not (n.change_beside_retract - o.change_beside_retract)
     additive = bool(n.additive - o.additive) and not change
     # the common case of a look-up's candidates: too little in common to read further (with a change cue,
-    # half of min_overlap and two shared words are enough)
+    # half of min_overlap and two shared words, or three shared CJK characters, are enough)
     same_meaning = change and cosine is not None and cosine >= same_meaning
-    if not same_meaning and (ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(o.plain, n.plain) >= 2))):
+    if not same_meaning and (ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(o.plain, n.plain) >= 1.5))):
         return Reading(COEXISTS, "another topic", round(ov, 4), round(jac, 4), 0, change, additive, flip, False)
     a, b = o.plain, n.plain
     shared = set(a) & set(b)
@@ -441,7 +485,7 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
             return reading(RESTATES, "the same statement, with less detail")
         if all(not x for x, _, _, _ in spans):
             return reading(REPLACES, "the same statement, with more detail")
-    if spans and not flip and all(_is_value(x) or not x for x, _, _, _ in spans) and all(_is_value(y) or not y for _, y, _, _ in spans):
+    if spans and not flip and all(_is_when(x) or not x for x, _, _, _ in spans) and all(_is_when(y) or not y for _, y, _, _ in spans):
         # a number that opens a statement says which one it is about ("room 4 has", "一楼的租客"), and two
         # numbers apart are two attributes ("sample S-14 ... freezer 2"): neither is one value changing
         if _names_the_thing(a, spans[0]) or _apart(a, spans):
@@ -460,6 +504,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
         return reading(UNCERTAIN, f"{len(slots)} slots differ in an otherwise repeated text")
     if len(slots) >= 2:
         return reading(COEXISTS, f"{len(slots)} slots differ")
+    if _swaps_a_kind(o, n):
+        return reading(REPLACES, "one value of a kind held one at a time took another")
     return reading(UNCERTAIN, "same topic, one slot differs, no cue")
 
 
