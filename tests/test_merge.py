@@ -178,6 +178,20 @@ def test_a_colour_a_language_or_a_time_for_another_is_a_new_value(old: str, new:
     assert read(old, new, kind).verdict == verdict
 
 
+@pytest.mark.parametrize("old, new, verdict", [
+    ("The search service runs Elasticsearch version 7.", "The search service is on Elasticsearch version 8.", "replaces"),
+    ("The worker pool of the ingest service holds 8 threads.", "The ingest service worker pool holds 16 threads.",
+     "replaces"),
+    # a word the old text lacks may say which one it is about
+    ("The worker pool of the ingest service holds 8 threads.",
+     "The ingest service worker pool holds 16 threads on staging.", "uncertain"),
+    # what is left out may be what the statement was about
+    ("The Q1 budget is 40k.", "The budget is 60k.", "uncertain"),
+])
+def test_a_statement_told_again_in_other_words_with_another_amount_replaces(old: str, new: str, verdict: str) -> None:
+    assert read(old, new, "fact").verdict == verdict
+
+
 def test_a_judge_settles_only_the_uncertain_pairs() -> None:
     old, new = OLD_PLAN, NEW_PLAN
     policy = MergePolicy()

@@ -12,7 +12,8 @@ where a reader could not tell without knowing the world:
               change cue it adds ("now", "instead", "no longer", "moved to", 改成, 不再, 以后, 搬到 ...),
               a flipped negation of the same statement, a value swap where the values are times,
               dates or amounts ("at 9am" -> "at 10am"), colours or languages ("reply in Spanish" ->
-              "... in Portuguese"), or, for events, a reschedule/cancel cue
+              "... in Portuguese"), the same statement reworded with another amount, or, for events,
+              a reschedule/cancel cue
 - coexists  : an additive cue ("also", "as well", "another", 也, 还, 另外), another subject (a relative,
               a colleague, another named person), distinct facts that share a frame (two or more slots
               differ: subject and object, or qualifier and value), another item of a multi-valued
@@ -164,6 +165,7 @@ _KINDS_OF_VALUE = (
         r"hebrew)(?![\p{L}])|繁体|简体|普通话|粤语|(?:[英中日法德俄韩意]|西班牙|葡萄牙|意大利|阿拉伯)[文语]",
         regex.IGNORECASE),
 )
+_NUMBER = regex.compile(r"^\d")
 _NEXT_WORD = regex.compile(r"[ \t]+(\p{L}+)")
 # Words that put a time in a span: "before noon" -> "after 2 pm" is one time changing.
 _TIME_WORDS = frozenset(_stem(w) for w in "before after until till around from".split())
@@ -391,6 +393,18 @@ def _swaps_a_kind(old: _Text, new: _Text) -> bool:
                for k in range(len(_KINDS_OF_VALUE)))
 
 
+def _another_amount(old: _Text, new: _Text) -> bool:
+    """Whether the new text tells the old one again, reworded, with another amount: one number on each
+    side, not the same; no word the old text lacks; at most one of its words left out, and three or
+    more kept ("The Kubernetes cluster autoscaler caps the pool at 40 nodes" -> "The cluster autoscaler
+    caps the node pool at 60 nodes"; not "The Q1 budget is 40k" -> "The budget is 60k")."""
+    a, b = set(old.plain), set(new.plain)
+    numbers_a, numbers_b = {t for t in a if _NUMBER.match(t)}, {t for t in b if _NUMBER.match(t)}
+    if len(numbers_a) != 1 or len(numbers_b) != 1 or numbers_a == numbers_b:
+        return False
+    return not b - a - numbers_b and len(a - b - numbers_a) <= 1 and len(a & b) >= 3
+
+
 def _found(text: str, en: regex.Pattern[str], zh: regex.Pattern[str]) -> frozenset[str]:
     found = frozenset(m.group(0).lower() for m in en.finditer(text))
     return found | frozenset(m.group(0) for m in zh.finditer(text)) if _HAN.search(text) else found
@@ -506,6 +520,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
         return reading(COEXISTS, f"{len(slots)} slots differ")
     if _swaps_a_kind(o, n):
         return reading(REPLACES, "one value of a kind held one at a time took another")
+    if _another_amount(o, n):
+        return reading(REPLACES, "the same statement with another amount")
     return reading(UNCERTAIN, "same topic, one slot differs, no cue")
 
 
