@@ -192,6 +192,18 @@ def test_a_statement_told_again_in_other_words_with_another_amount_replaces(old:
     assert read(old, new, "fact").verdict == verdict
 
 
+@pytest.mark.parametrize("old", [
+    "王磊 下周二去深圳出差，周五晚上回来，详情见 飞书 里的讨论",
+    "Priya signed off on the quarterly access review for the payments cluster, the audit log export, the backup "
+    "retention change and the on-call runbook updates after the Tuesday standup in Berlin.",
+])
+def test_a_long_statement_about_another_person_is_not_a_restatement(old: str) -> None:
+    # one name in a long shared text: the search tokens' Jaccard reaches the restatement bar
+    new = old.replace("王磊", "李娜").replace("Priya", "Omar")
+    r = read(old, new, "fact")
+    assert r.jaccard >= 0.9 and r.verdict == "coexists" and r.other_subject
+
+
 def test_a_judge_settles_only_the_uncertain_pairs() -> None:
     old, new = OLD_PLAN, NEW_PLAN
     policy = MergePolicy()

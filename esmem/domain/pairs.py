@@ -478,10 +478,10 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     def reading(verdict: str, why: str) -> Reading:
         return Reading(verdict, why, round(ov, 4), round(jac, 4), len(slots), change, additive, flip, other, renamed)
 
+    if other:  # however much else two statements share, they are about two people ("Trent 在Seattle出差…")
+        return reading(COEXISTS, "another subject")
     if jac >= dup_overlap and not flip and not change:
         return reading(RESTATES, "the same statement again")
-    if other:
-        return reading(COEXISTS, "another subject")
     if additive:
         return reading(COEXISTS, "an additive cue")
     if holder:
