@@ -204,6 +204,23 @@ def test_a_long_statement_about_another_person_is_not_a_restatement(old: str) ->
     assert r.jaccard >= 0.9 and r.verdict == "coexists" and r.other_subject
 
 
+@pytest.mark.parametrize("old, new, verdict", [
+    ("My doctor is Anna Smith.", "My doctor is John Lee.", "replaces"),           # one word of three shared
+    ("My address is 12 Baker Street, London.", "My address is 7 Elm Road, Leeds.", "replaces"),
+    ("My car is a red Honda Civic.", "My car is a Tesla Model 3.", "replaces"),
+    ("My doctor is Anna Smith.", "My doctor is very patient.", "coexists"),       # a state, not a value
+    ("My brother is Tom Smith.", "My brother is Max Lee.", "coexists"),           # a relative: there may be two
+])
+def test_one_attribute_with_values_of_one_form_is_read_however_little_the_values_share(old: str, new: str,
+                                                                                        verdict: str) -> None:
+    assert read(old, new, "fact").verdict == verdict
+    # the write path's filters let the pair through to that reading
+    assert could_merge(new, old, "fact", MergePolicy())
+    index = Mergeable("fact", MergePolicy())
+    index.add(old, "o")
+    assert index.any(new) == (verdict != "coexists")
+
+
 def test_a_judge_settles_only_the_uncertain_pairs() -> None:
     old, new = OLD_PLAN, NEW_PLAN
     policy = MergePolicy()
@@ -250,7 +267,7 @@ def test_disabled_policy_always_adds_and_bad_policy_is_refused() -> None:
 
 WORDS = ["deploy", "friday", "billing", "window", "redis", "cache", "部署", "缓存", "18:00", "20:00", "team", "coffee",
          "now", "instead", "also", "not", "moved", "改成", "也", "sister", "allergic", "is", "my", "是", "lives in",
-         "according to the onboarding call", "(据周会纪要)"]
+         "according to the onboarding call", "(据周会纪要)", "doctor", "Ana Smith", "John Lee", "a Honda Civic"]
 
 
 @given(a=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6), b=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),

@@ -101,3 +101,19 @@ def test_a_second_allergy_keeps_the_first_in_a_busy_index(engine, installed) -> 
                                       "--no-touch"])
     assert recall.exit_code == 0, recall.output
     assert "penicillin" in recall.stdout.split("shellfish")[0]  # the penicillin allergy ranks first
+
+
+def test_a_new_value_of_one_attribute_replaces_it_in_one_write_and_in_a_long_one(engine, installed) -> None:
+    """"My doctor is Anna Smith" -> "My doctor is John Lee": one word of three in common, yet one
+    attribute; the dentist of the same name stays. Written one by one and as one import (whose
+    batching and look-up skipping read the pair with the same filters)."""
+    texts = ["My dentist is Anna Smith.", "My doctor is Anna Smith.", "My doctor is John Lee."]
+    store = MemoryStore(engine, installed)
+    one = [store.remember(t, "one", kind="fact", valid_from=f"2026-0{i + 1}-01T00:00:00Z") for i, t in enumerate(texts)]
+    many = store.remember_many([MemoryInput(t, "many", kind="fact", valid_from=f"2026-0{i + 1}-01T00:00:00Z")
+                                for i, t in enumerate(texts)])
+    for ns, results in (("one", one), ("many", many)):
+        assert [r.action for r in results] == ["added", "added", "superseded"], ns
+        assert results[2].superseded == (results[1].id,)
+        assert store.get(ns, results[1].id).status == "superseded"
+        assert {store.get(ns, r.id).status for r in (results[0], results[2])} == {"active"}

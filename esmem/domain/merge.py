@@ -101,11 +101,12 @@ def read(content: str, kind: str, valid_from: str | None, c: Candidate, policy: 
 def could_merge(a: str, b: str, kind: str, policy: MergePolicy, semantic: bool = False) -> bool:
     """Whether `decide` could read two memories of `kind` as anything but coexisting, by the reading's
     first test alone (cheap: token sets): their topic overlap reaches `min_overlap`, or `reach` when
-    one of them reaches far (pairs.topic); with an embedder (`semantic`), any pair of which one reaches
-    far (their cosine may say one topic)."""
-    (ta, far_a), (tb, far_b) = topic(a), topic(b)
+    one of them reaches far, or both state one attribute (pairs.topic); with an embedder (`semantic`),
+    any pair of which one reaches far (their cosine may say one topic)."""
+    (ta, far_a, attr_a), (tb, far_b, attr_b) = topic(a), topic(b)
     far = far_a or far_b
-    return bool(ta and tb) and ((semantic and far) or _merges(len(ta & tb), len(ta), len(tb), far, policy))
+    return bool(ta and tb) and ((semantic and far) or (attr_a is not None and attr_a == attr_b)
+                                or _merges(len(ta & tb), len(ta), len(tb), far, policy))
 
 
 @lru_cache(maxsize=1 << 16)  # a long write asks it of the same pairs batch after batch
@@ -151,6 +152,7 @@ class Mergeable:
         self._contents: list[tuple[str, str | None]] = []  # (content, valid_from)
         self._sizes: list[int] = []
         self._far: list[bool] = []
+        self._attributes: list[tuple[tuple[str, ...], str] | None] = []
         self._postings: dict[str, list[int]] = defaultdict(list)
         self._at: dict[str, int] = {}
         self._gone: set[int] = set()
@@ -159,7 +161,7 @@ class Mergeable:
         if key is not None and key in self._at:
             self._gone.discard(self._at[key])
             return
-        ta, far = topic(content)
+        ta, far, attribute = topic(content)
         for t in ta:
             self._postings[t].append(len(self._sizes))
         if key is not None:
@@ -167,6 +169,7 @@ class Mergeable:
         self._contents.append((content, valid_from))
         self._sizes.append(len(ta))
         self._far.append(far)
+        self._attributes.append(attribute)
 
     def discard(self, key: str) -> None:
         if key in self._at:
@@ -176,13 +179,15 @@ class Mergeable:
         """Whether `conflict(content, c, ...)` holds for some added content c not discarded; with
         `reads`, also (a "maybe") when more than that many share a topic with it, so that the answer
         costs at most that many pair readings."""
-        ta, far = topic(content)
+        ta, far, attribute = topic(content)
         if self.semantic and ta and any(self._sizes[i] and (far or self._far[i])
                                         for i in range(len(self._sizes)) if i not in self._gone):
             return True
         common = Counter(i for t in ta for i in self._postings.get(t, ()))
+        # (one attribute's subject words are in both token sets: a statement of it is among `common`)
         near = [i for i, n in common.items()
-                if i not in self._gone and _merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy)]
+                if i not in self._gone and ((attribute is not None and self._attributes[i] == attribute)
+                                            or _merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy))]
         if self.semantic or (reads is not None and len(near) > reads):
             return bool(near)
         return any(conflict(content, self._contents[i][0], self.kind, self.policy, False, valid_from,

@@ -366,6 +366,11 @@ class _Text:
         return (self.stated[0], self.stated[1], pair_tokens(self.stated[2])) if self.stated else None
 
     @cached_property
+    def attribute(self) -> tuple[tuple[str, ...], str] | None:
+        """(subject tokens, relation) of the one attribute it states, when the subject has words."""
+        return self.subject[:2] if self.subject and self.subject[0] else None
+
+    @cached_property
     def value_form(self) -> str | None:
         """How the value it states begins (`_VALUE_FORMS`), when it states one attribute."""
         rest = self.stated[2].strip() if self.stated else ""
@@ -415,12 +420,13 @@ def _read_text(raw: str) -> _Text:
     return _Text(raw)
 
 
-def topic(text: str) -> tuple[frozenset[str], bool]:
-    """What the reading's first test looks at: the text's pair tokens (its provenance left out), and
+def topic(text: str) -> tuple[frozenset[str], bool, tuple[tuple[str, ...], str] | None]:
+    """What the reading's first test looks at: the text's pair tokens (its provenance left out);
     whether it reaches far - it carries a change, event or correction cue, the only reading that looks
-    below `min_overlap` of a topic."""
+    below `min_overlap` of a topic; and the attribute it states, if any (`_Text.attribute`): two
+    statements of one attribute are read whatever their overlap."""
     t = _read_text(text)
-    return t.topic, t.far
+    return t.topic, t.far, t.attribute
 
 
 def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap: float = 0.5,
@@ -447,7 +453,11 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     # the common case of a look-up's candidates: too little in common to read further (with a change cue,
     # half of min_overlap and two shared words, or three shared CJK characters, are enough)
     same_meaning = change and cosine is not None and cosine >= same_meaning
-    if not same_meaning and (ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(o.plain, n.plain) >= 1.5))):
+    # ... or both give one attribute a value of one form, however long the values ("My doctor is Anna
+    # Smith" -> "My doctor is John Lee" share one word of three)
+    restated = o.attribute is not None and o.attribute == n.attribute and _alike_values(o, n)
+    if not same_meaning and not restated and (
+            ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(o.plain, n.plain) >= 1.5))):
         return Reading(COEXISTS, "another topic", round(ov, 4), round(jac, 4), 0, change, additive, flip, False)
     a, b = o.plain, n.plain
     shared = set(a) & set(b)
