@@ -394,8 +394,7 @@ class _Text:
 
 def _swaps_a_kind(old: _Text, new: _Text) -> bool:
     """Whether one value of a kind held one at a time (`_KINDS_OF_VALUE`) gives way to another of it."""
-    return any(len(old.kinds[k] - new.kinds[k]) == 1 and len(new.kinds[k] - old.kinds[k]) == 1
-               for k in range(len(_KINDS_OF_VALUE)))
+    return any(len(a - b) == 1 and len(b - a) == 1 for a, b in zip(old.kinds, new.kinds))
 
 
 def _another_amount(old: _Text, new: _Text) -> bool:
@@ -455,8 +454,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
     same_meaning = change and cosine is not None and cosine >= same_meaning
     # ... or both give one attribute a value of one form, however long the values ("My doctor is Anna
     # Smith" -> "My doctor is John Lee" share one word of three)
-    restated = o.attribute is not None and o.attribute == n.attribute and _alike_values(o, n)
-    if not same_meaning and not restated and (
+    one_attribute = o.attribute is not None and o.attribute == n.attribute and _alike_values(o, n)
+    if not same_meaning and not one_attribute and (
             ov < min_overlap / 2 or (ov < min_overlap and not (change and _weight(o.plain, n.plain) >= 1.5))):
         return Reading(COEXISTS, "another topic", round(ov, 4), round(jac, 4), 0, change, additive, flip, False)
     a, b = o.plain, n.plain
