@@ -152,8 +152,8 @@ class Mergeable:
         self._contents: list[tuple[str, str | None]] = []  # (content, valid_from)
         self._sizes: list[int] = []
         self._far: list[bool] = []
-        self._attributes: list[tuple[tuple[str, ...], str] | None] = []
         self._postings: dict[str, list[int]] = defaultdict(list)
+        self._stating: dict[tuple[tuple[str, ...], str], list[int]] = defaultdict(list)  # attribute -> contents
         self._at: dict[str, int] = {}
         self._gone: set[int] = set()
 
@@ -169,7 +169,8 @@ class Mergeable:
         self._contents.append((content, valid_from))
         self._sizes.append(len(ta))
         self._far.append(far)
-        self._attributes.append(attribute)
+        if attribute is not None:
+            self._stating[attribute].append(len(self._far) - 1)
 
     def discard(self, key: str) -> None:
         if key in self._at:
@@ -184,10 +185,10 @@ class Mergeable:
                                         for i in range(len(self._sizes)) if i not in self._gone):
             return True
         common = Counter(i for t in ta for i in self._postings.get(t, ()))
-        # (one attribute's subject words are in both token sets: a statement of it is among `common`)
-        near = [i for i, n in common.items()
-                if i not in self._gone and ((attribute is not None and self._attributes[i] == attribute)
-                                            or _merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy))]
+        near = {i for i, n in common.items()
+                if i not in self._gone and _merges(n, len(ta), self._sizes[i], far or self._far[i], self.policy)}
+        if attribute is not None and ta:  # statements of one attribute, whatever else they share
+            near.update(i for i in self._stating.get(attribute, ()) if i not in self._gone and self._sizes[i])
         if self.semantic or (reads is not None and len(near) > reads):
             return bool(near)
         return any(conflict(content, self._contents[i][0], self.kind, self.policy, False, valid_from,
