@@ -368,7 +368,7 @@ class _Text:
     @cached_property
     def attribute(self) -> tuple[tuple[str, ...], str] | None:
         """(subject tokens, relation) of the one attribute it states, when the subject has words."""
-        return self.subject[:2] if self.subject and self.subject[0] else None
+        return self.stated[:2] if self.stated and self.stated[0] else None
 
     @cached_property
     def value_form(self) -> str | None:
