@@ -30,11 +30,11 @@ as evidence: only what differs and the cues decide.
 """
 from __future__ import annotations
 
-import difflib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
+import cydifflib
 import regex
 
 from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, token_sets
@@ -268,7 +268,7 @@ def _others(text: str, toks: tuple[str, ...]) -> set[str]:
 
 def _spans(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[tuple[str, ...], tuple[str, ...], int, int]]:
     """The differing spans of the alignment: (old part, new part, old start, new start)."""
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    matcher = cydifflib.SequenceMatcher(None, a, b, autojunk=False)
     return [(a[i1:i2], b[j1:j2], i1, j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
 
 
