@@ -138,6 +138,14 @@ def test_an_occasion_told_with_another_time_is_moved_a_happening_with_another_da
     assert read("Went hiking with Anna on Saturday.", "Went hiking with Anna on Sunday.", "event").verdict == "uncertain"
 
 
+def test_a_delay_asked_for_reschedules_the_occasion_it_names() -> None:
+    old = "The roof inspection is on June 3 at 9am."
+    moved = "The contractor asked for a delay, so the roof inspection happens June 10 at 1pm."
+    assert read(old, moved, "event").verdict == "replaces"
+    other = "The plumber asked for a delay, so the boiler repair happens June 10 at 1pm."
+    assert read(old, other, "event").verdict == "coexists"
+
+
 def test_a_role_of_one_holder_takes_a_new_holder_a_shared_role_does_not() -> None:
     r = read("Marco is the tech lead of the search team.", "Aisha is the tech lead of the search team.", "fact")
     assert r.verdict == "replaces"
@@ -171,6 +179,9 @@ def test_a_change_cue_reaches_a_chinese_topic_of_three_shared_characters() -> No
     ("卧室的墙刷成米色。", "卧室的墙刷成浅蓝色。", "intent", "replaces"),
     ("The gym is quietest before 7am.", "The gym is quietest after 9 pm.", "fact", "replaces"),  # a time, placed
     ("I drink green tea after lunch.", "I drink black tea after lunch.", "preference", "uncertain"),  # a sort of tea
+    ("I run in the morning.", "I run after work.", "preference", "replaces"),  # a time of the day, placed by a word
+    ("Team lunch is on Friday.", "Team dinner is on Friday.", "event", "coexists"),  # a meal that is the occasion
+    ("前台的值班时间是8点到17点。", "前台的值班时间是9点到18点。", "fact", "replaces"),  # one range of times
     ("My son speaks French.", "My son speaks Italian.", "fact", "coexists"),  # languages spoken are many
     ("我会说英语。", "我会说日语。", "fact", "coexists"),
 ])

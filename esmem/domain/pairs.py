@@ -83,7 +83,8 @@ _EVENT_EN = (
     r"moved up", r"delayed", r"slipped", r"cancell?ed", r"called off", r"scrapped", r"rebooked",
     r"changed to", r"now (?:at|on|in)", r"instead", r"no longer", r"not happening", r"stopped", r"after all",
     r"wrong", r"actually", r"corrected", r"correction", r"mistaken", r"(?:is|are) off", r"scratch that",
-    r"bumped", r"mixed up", r"misspoke", r"oops", r"typo", r"my bad", r"fell through",
+    r"bumped", r"mixed up", r"misspoke", r"oops", r"typo", r"my bad", r"fell through", r"delays?",
+    r"postponement", r"cancell?ation",
 )
 _EVENT_ZH = ("改到", "改在", "改期", "改签", "推迟", "延期", "延后", "提前到", "挪到", "取消", "调到",
              "不开了", "不去了", "不办了", "换到", "记错", "写错", "说错", "搞错", "弄错", "其实", "更正", "停了", "作废",
@@ -169,6 +170,8 @@ _NUMBER = regex.compile(r"^\d")
 _NEXT_WORD = regex.compile(r"[ \t]+(\p{L}+)")
 # Words that put a time in a span: "before noon" -> "after 2 pm" is one time changing.
 _TIME_WORDS = frozenset(_stem(w) for w in "before after until till around from".split())
+# ... and what they make a time of the day: "after lunch", "before work".
+_DAY_MARKS = frozenset(_stem(w) for w in "breakfast lunch dinner supper work school bed".split())
 
 
 def _phrases(words: tuple[str, ...]) -> regex.Pattern[str]:
@@ -278,7 +281,10 @@ def _is_value(part: tuple[str, ...]) -> bool:
 
 
 def _is_when(part: tuple[str, ...]) -> bool:
-    """A time, date or amount, after at most one word that places a time ("before noon", "after 2 pm")."""
+    """A time, date or amount, after at most one word that places a time ("before noon", "after 2 pm"),
+    or such a word and a mark of the day ("after lunch")."""
+    if len(part) == 2 and part[0] in _TIME_WORDS and part[1] in _DAY_MARKS:
+        return True
     rest = part[1:] if part[:1] and part[0] in _TIME_WORDS else part
     return _is_value(tuple(t for i, t in enumerate(rest) if not (t in ("am", "pm") and i and _VALUE.match(rest[i - 1]))))
 
@@ -568,10 +574,15 @@ def _names_the_thing(a: tuple[str, ...], span: tuple[tuple[str, ...], tuple[str,
     return i <= 1 and any(not _VALUE.match(t) for t in a[i + len(x):])
 
 
+# What joins the two ends of one range of values ("9点到21点", "周一至周五"; English "to" is a stop word).
+_RANGE = frozenset("到至")
+
+
 def _apart(a: tuple[str, ...], spans: list[tuple[tuple[str, ...], tuple[str, ...], int, int]]) -> bool:
-    """Whether words that are not values stand between two of the differing spans (in the old text)."""
+    """Whether words that are not values stand between two of the differing spans (in the old text):
+    two values joined into one range are one value."""
     for (x, _, i, _), (_, _, j, _) in zip(spans, spans[1:]):
-        if not all(_VALUE.match(t) for t in a[i + len(x):j]):
+        if not all(_VALUE.match(t) or t in _RANGE for t in a[i + len(x):j]):
             return True
     return False
 
