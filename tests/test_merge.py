@@ -1,11 +1,17 @@
 """The pure merge decision and its measures."""
 from __future__ import annotations
 
+import difflib
+import json
+from pathlib import Path
+
+import cydifflib
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from esmem.domain.merge import Candidate, Mergeable, MergePolicy, conflict, could_merge, decide
+from esmem.domain import pairs
 from esmem.domain.pairs import read
 from esmem.errors import ConfigError
 
@@ -341,3 +347,19 @@ def test_conversation_turns_are_only_deduplicated() -> None:
     threaded = Candidate("t", 5.0, {"content": said, "kind": "event", "valid_from": "2026-01-01T00:00:00Z", "thread": "s1"})
     assert decide(turn, "event", [threaded], MergePolicy(), LATER).action == "add"
     assert decide(said, "event", [threaded], MergePolicy(), LATER, turn=True).action == "duplicate"
+
+
+def test_the_compiled_alignment_is_the_one_difflib_makes() -> None:
+    """The reading aligns with cydifflib where a wheel of it exists: every labelled pair's alignment,
+    both ways round, must be difflib's, so that which one is installed never changes a decision."""
+    assert pairs._ALIGNER is cydifflib
+    compared = 0
+    for path in sorted((Path(__file__).resolve().parents[1] / "datasets").glob("merge_pairs*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            p = json.loads(line)
+            a, b = pairs._read_text(p["old"]).plain, pairs._read_text(p["new"]).plain
+            for x, y in ((a, b), (b, a)):
+                compiled = [tuple(op) for op in cydifflib.SequenceMatcher(None, x, y, autojunk=False).get_opcodes()]
+                assert compiled == difflib.SequenceMatcher(None, x, y, autojunk=False).get_opcodes(), (x, y)
+                compared += 1
+    assert compared > 1000

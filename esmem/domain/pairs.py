@@ -30,11 +30,12 @@ as evidence: only what differs and the cues decide.
 """
 from __future__ import annotations
 
+import difflib
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from types import ModuleType
 
-import cydifflib
 import regex
 
 from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, token_sets
@@ -269,9 +270,23 @@ def _others(text: str, toks: tuple[str, ...]) -> set[str]:
     return found | {w for w in _OTHERS_ZH if w in text} if _HAN.search(text) else found
 
 
+def _compiled_difflib() -> ModuleType:
+    """cydifflib, difflib's SequenceMatcher compiled (the same alignments, 3x faster: a long write reads
+    tens of thousands of pairs), where a wheel of it exists for this Python; difflib elsewhere."""
+    try:
+        import cydifflib
+    except ImportError:
+        return difflib
+    compiled: ModuleType = cydifflib
+    return compiled
+
+
+_ALIGNER = _compiled_difflib()
+
+
 def _spans(a: tuple[str, ...], b: tuple[str, ...]) -> list[tuple[tuple[str, ...], tuple[str, ...], int, int]]:
     """The differing spans of the alignment: (old part, new part, old start, new start)."""
-    matcher = cydifflib.SequenceMatcher(None, a, b, autojunk=False)
+    matcher = _ALIGNER.SequenceMatcher(None, a, b, autojunk=False)
     return [(a[i1:i2], b[j1:j2], i1, j1) for op, i1, i2, j1, j2 in matcher.get_opcodes() if op != "equal"]
 
 
