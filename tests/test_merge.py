@@ -171,6 +171,14 @@ def test_a_change_cue_reaches_a_topic_told_in_fewer_shared_characters() -> None:
     assert read("婆婆的医保在老家参保。", "婆婆的医保已经转到上海了。", "fact").verdict == "replaces"
 
 
+def test_a_chinese_switch_to_another_thing_of_the_same_verb_replaces() -> None:
+    # 改坐 / 改吃: "now takes", "now eats"; the verb stays shared with the old statement
+    assert read("我通勤坐公交车。", "我通勤改坐地铁了。", "preference").verdict == "replaces"
+    assert read("我早饭一般吃包子。", "我早饭改吃燕麦了。", "preference").verdict == "replaces"
+    # 改善 (improve) switches nothing
+    assert not read("我早饭一般吃包子。", "食堂改善了早饭的包子。", "preference").change_cue
+
+
 def test_a_change_cue_reaches_a_chinese_topic_of_three_shared_characters() -> None:
     # 周会 and one more character: less than two words, yet the cancellation is about the same meeting
     assert read("团队周会在每周一上午。", "周会取消了，以后改成线上同步。", "rule").verdict == "replaces"

@@ -71,7 +71,7 @@ _CHANGE_ZH = (
     "降级", "交给", "移交", "接手", "接任", "接替", "离开", "退出", "戒了", "不用了", "不要了", "停了", "更新为", "更正", "纠正", "其实", "改回", "恢复", "又改", "延长", "缩短", "提高到", "降到", "涨到",
     "改由", "调成", "调为", "调整为", "记错", "写错", "说错", "搞错", "弄错", "给错", "填错", "打错", "提前到",
     "加到", "减到", "增加到", "减少到", "降为", "迁到", "迁移到", "转到", "关掉", "关闭了", "停用", "作废", "停办", "即日起",
-    "退掉", "退订", "拖到", "改主意",
+    "退掉", "退订", "拖到", "改主意", "改",
 )
 # Cues that say the old text was a mistake: the new one is about the same thing even where a person
 # named on one side only would otherwise mean another subject ("记错了，家长会是周五" after "女儿的家长会是周四").
@@ -242,6 +242,9 @@ _ZH_NOT_AFTER = {"交给": "提递", "以后": "班课饭后前之天年月日�
 # ... and cues that are a cancellation only at the end of a clause: 停了 ("called off") vs 停了半天水
 # (the water was off for half a day).
 _ZH_NOT_BEFORE = {"停了": r"\p{Han}"}
+# ... and a cue only before what it switches to: 改喝拿铁 ("switched to drinking lattes"), not 改善 or
+# 改革 (the verb stays in the text, so it is still what the two statements share).
+_ZH_ONLY_BEFORE = {"改": "[喝吃坐骑开穿住走听学玩]"}
 
 
 _HAN = regex.compile(r"\p{Han}")
@@ -251,7 +254,8 @@ def _zh(words: tuple[str, ...]) -> regex.Pattern[str]:
     """One pattern for a list of Chinese cues, longest first, each guarded against its longer words."""
     def guarded(w: str) -> str:
         before = f"(?<![{_ZH_NOT_AFTER[w]}])" if w in _ZH_NOT_AFTER else ""
-        after = f"(?!{_ZH_NOT_BEFORE[w]})" if w in _ZH_NOT_BEFORE else ""
+        after = f"(?!{_ZH_NOT_BEFORE[w]})" if w in _ZH_NOT_BEFORE else \
+            f"(?={_ZH_ONLY_BEFORE[w]})" if w in _ZH_ONLY_BEFORE else ""
         return before + regex.escape(w) + after
     return regex.compile("|".join(guarded(w) for w in sorted(set(words), key=len, reverse=True)))
 
