@@ -114,12 +114,15 @@ def test_the_playgrounds_factors_are_those_of_explain_json(engine: Engine, insta
     assert page.locator("#namespaces tr[data-namespace=demo]").count() == 1
     _shot(page, "namespaces")
     page.click("text=demo")
+    page.wait_for_url(ui.url + "/ns/demo")
+    page.wait_for_load_state()
     assert page.locator("#memories tr[data-id]").count() > 5
     _shot(page, "memories")
     page.goto(ui.url + "/ns/demo/recall")
     page.fill("input[name=q]", "spicy food")
     page.fill("input[name=now]", NOW)
     page.click("#playground button[type=submit]")
+    page.wait_for_load_state()
     rows = page.locator("#hits tr.hit")
     assert rows.count() > 0
     shown = [{"id": rows.nth(i).get_attribute("data-id"), "score": float(rows.nth(i).get_attribute("data-score")),
@@ -229,8 +232,13 @@ def test_another_namespace_is_a_404_page_for_the_gate_and_for_an_api_key(engine:
     assert page.locator("input[name=key]").count() == 1 and "cafeteria" not in page.content()
     page.fill("input[name=key]", token)
     page.click("button[type=submit]")
+    page.wait_for_url(keyed.url + "/ui/")
+    page.wait_for_load_state()
+    assert page.locator("#namespaces tr[data-namespace]").count() == 1
     assert "secret-ns" not in page.content()  # the namespaces page lists the key's namespaces only
     page.click("a[href='/ui/ns/open-ns']")
+    page.wait_for_url(keyed.url + "/ui/ns/open-ns")
+    page.wait_for_load_state()
     assert "cafeteria" in page.content() and token not in page.content()
     response = page.goto(keyed.url + "/ui/ns/secret-ns")
     assert response.status == 404 and "quetzal" not in page.content()
