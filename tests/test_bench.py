@@ -241,7 +241,9 @@ def test_cli_mixed_runs_every_phase_on_both_paths_without_errors_and_leaves_the_
     assert res.exit_code == 0, res.output
     report = json.loads(res.stdout)
     assert report["config"]["recall_clients"] == 2 and report["config"]["remember_clients"] == 1
-    assert set(report["paths"]) == {"library", "library, touch=False", "serve"}
+    assert set(report["paths"]) == {"library", "library, touch=False", "library, 2 in flight", "serve",
+                                    "serve, 2 in flight"}
+    assert report["config"]["recalls_in_flight"] == 2
     for path, phases in report["paths"].items():
         assert {name: sorted(p["ops"]) for name, p in phases.items()} == {
             "remember alone": ["remember"], "recall alone": ["recall"], "mixed": ["recall", "remember"]}, path
@@ -252,10 +254,13 @@ def test_cli_mixed_runs_every_phase_on_both_paths_without_errors_and_leaves_the_
     assert {(r["ratio"], r["op"]) for r in report["ratios"]} >= {
         ("mixed / remember alone", "remember"), ("mixed / recall alone", "recall"),
         ("serve / library, mixed", "remember"), ("serve / library, mixed", "recall"),
-        ("library / touch=False, mixed", "remember"), ("library / touch=False, recall alone", "recall")}
+        ("library / touch=False, mixed", "remember"), ("library / touch=False, recall alone", "recall"),
+        ("2 in flight / library, mixed", "remember"), ("2 in flight / library, mixed", "recall")}
     assert [(t["target"], t["scope"]) for t in report["targets"]] == [
         ("remember p50 <= 100 ms", "library"), ("recall p99 <= 100 ms", "library"),
+        ("remember p50 <= 100 ms", "library, 2 in flight"), ("recall p99 <= 100 ms", "library, 2 in flight"),
         ("remember p50 <= 100 ms", "serve"), ("recall p99 <= 100 ms", "serve"),
+        ("remember p50 <= 100 ms", "serve, 2 in flight"), ("recall p99 <= 100 ms", "serve, 2 in flight"),
         ("serve adds <= 2 ms p50 (remember)", "mixed"), ("serve adds <= 2 ms p50 (recall)", "mixed")]
     assert engine.request("GET", f"/_cat/indices/{installed}-bench-*", params={"format": "json"}) == []
     assert mine.count("me") == 1 and check(engine, installed) == []

@@ -9,8 +9,10 @@ to back (after an unreported warm-up: the ingest's segment merges settle first);
 `MemoryStore` per client thread (a store takes one write at a time), the HTTP path an `esmem serve`
 process on a free port of 127.0.0.1 and one keep-alive httpx connection per client. A third path is the
 library with `recall(..., touch=False)`: what the recalls' reheat write-backs cost, side by side (each
-write-back re-indexes the whole memory document). During each phase the engine's refresh, search and
-write thread pools are sampled (mean active and queued tasks).
+write-back re-indexes the whole memory document). With `recalls_in_flight`, the library and serve paths
+run once more with that many recalls of the process in the engine at once (esmem/index/admission.py).
+During each phase the engine's refresh, search and write thread pools are sampled (mean active and
+queued tasks).
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -258,33 +261,48 @@ def targets(paths: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [{"target": t, "scope": s, "value": v, "met": m} for t, s, v, m in rows]
 
 
-def ratios(paths: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Each operation's mixed p50/p99 over the same operation alone (per path), serve over library, and
-    library over library with touch=False (what the reheat write-backs cost)."""
+def ratios(paths: Mapping[str, Mapping[str, Any]], recalls_in_flight: int | None = None) -> list[dict[str, Any]]:
+    """Each operation's mixed p50/p99 over the same operation alone (per path), serve over library,
+    library over library with touch=False (what the reheat write-backs cost) and, with
+    `recalls_in_flight`, the library with that limit over the library without."""
     out = []
     for path, phases in paths.items():
         for op in OPS:
             alone, mixed = phases[f"{op} alone"]["ops"][op], phases["mixed"]["ops"][op]
             out.append({"ratio": f"mixed / {op} alone", "path": path, "op": op,
                         **{q: mixed[q] / alone[q] if alone[q] else None for q in ("p50", "p99")}})
-    for other, label in (("serve", "serve / library"), (NO_REHEAT, "library / touch=False")):
+    others = [("serve", "serve / library"), (NO_REHEAT, "library / touch=False")]
+    if recalls_in_flight is not None:
+        others.append((admitted("library", recalls_in_flight), f"{recalls_in_flight} in flight / library"))
+    for other, label in others:
         if other not in paths or "library" not in paths:
             continue
         for name in ("remember alone", "recall alone", "mixed"):
             for op, lib in paths["library"][name]["ops"].items():
                 them = paths[other][name]["ops"][op]
-                top, bottom = (them, lib) if other == "serve" else (lib, them)
+                top, bottom = (lib, them) if other == NO_REHEAT else (them, lib)
                 out.append({"ratio": f"{label}, {name}", "path": other, "op": op,
                             **{q: top[q] / bottom[q] if bottom[q] else None for q in ("p50", "p99")}})
     return out
 
 
+def admitted(path: str, limit: int) -> str:
+    """The name of `path` run with `limit` recalls in flight."""
+    return f"{path}, {limit} in flight"
+
+
 def run_mixed(engine: Engine, prefix: str, *, size: int, recalls: int = 16, remembers: int = 4,
               seconds: float = 30.0, k: int = 5, seed: int = 0, serve: bool = True,
-              serve_env: Mapping[str, str] | None = None,
+              serve_env: Mapping[str, str] | None = None, recalls_in_flight: int | None = None,
               advance: Callable[[str], None] = lambda stage: None) -> dict[str, Any]:
     """One run: ingest, then per path the three phases; the prefix it creates is removed again."""
-    pool = WRITES_PER_SECOND * remembers * int(seconds + 1) * 2 * (3 if serve else 2) + 10 * WRITES_PER_SECOND * remembers
+    if engine.admission.limit is not None:  # the paths without a limit would have one
+        raise EsmemError("the mixed bench runs paths without and with a limit of recalls in flight: "
+                         "unset ESMEM_RECALLS_IN_FLIGHT (the limited paths take --recalls-in-flight)")
+    if recalls_in_flight is not None and engine.config is None:
+        raise EsmemError("recalls_in_flight needs an engine made from a ConnectionConfig (not Engine.from_client)")
+    npaths = (3 if serve else 2) + (0 if recalls_in_flight is None else 2 if serve else 1)
+    pool = WRITES_PER_SECOND * remembers * int(seconds + 1) * 2 * npaths + 10 * WRITES_PER_SECOND * remembers
     advance(f"generate {size} + {pool} memories")
     corpus = generate(size + pool, 1, seed)
     ns = corpus.namespaces[0]
@@ -292,10 +310,11 @@ def run_mixed(engine: Engine, prefix: str, *, size: int, recalls: int = 16, reme
     writes = iter(items[size:])
     qprefix = f"{prefix}-bench-mixed-{size}"
     probes = make_queries(corpus, 2000, seed, namespace=ns)  # their words come from the whole pool: fine
-    proc: Served | None = None
+    procs: list[Served] = []
+    limited: Engine | None = None
     report: dict[str, Any] = {"engine": str(engine.info), "config": {
         "size": size, "namespace": ns, "recall_clients": recalls, "remember_clients": remembers,
-        "seconds": seconds, "k": k, "seed": seed}, "paths": {}}
+        "seconds": seconds, "k": k, "seed": seed, "recalls_in_flight": recalls_in_flight}, "paths": {}}
     try:
         uninstall(engine, qprefix)
         install(engine, qprefix)
@@ -305,9 +324,15 @@ def run_mixed(engine: Engine, prefix: str, *, size: int, recalls: int = 16, reme
         report["ingest_seconds"] = time.perf_counter() - started
         paths: list[tuple[str, Clients]] = [("library", Library(engine, qprefix)),
                                             (NO_REHEAT, Library(engine, qprefix, touch=False))]
+        if recalls_in_flight is not None and engine.config is not None:
+            limited = Engine(replace(engine.config, recalls_in_flight=recalls_in_flight))
+            paths.append((admitted("library", recalls_in_flight), Library(limited, qprefix)))
         if serve:
-            proc = Served(qprefix, ns, serve_env or {})
-            paths.append(("serve", Http(proc.url, proc.token)))
+            procs.append(Served(qprefix, ns, {**(serve_env or {}), "ESMEM_RECALLS_IN_FLIGHT": ""}))
+            paths.append(("serve", Http(procs[-1].url, procs[-1].token)))
+            if recalls_in_flight is not None:
+                procs.append(Served(qprefix, ns, {**(serve_env or {}), "ESMEM_RECALLS_IN_FLIGHT": str(recalls_in_flight)}))
+                paths.append((admitted("serve", recalls_in_flight), Http(procs[-1].url, procs[-1].token)))
         try:
             advance("warm-up (not reported)")  # the ingest's segment merges and the caches settle first
             phase(engine, paths[0][1], recalls=recalls, remembers=remembers, seconds=min(10.0, seconds), k=k,
@@ -322,9 +347,11 @@ def run_mixed(engine: Engine, prefix: str, *, size: int, recalls: int = 16, reme
                         engine, clients, recalls=r, remembers=w, seconds=seconds, k=k, probes=probes, writes=writes)
                     flush_all(60)  # this process's reheat write-backs land before the next phase
         finally:
-            if proc:
+            for proc in procs:
                 proc.stop()
-        report["ratios"] = ratios(report["paths"])
+            if limited is not None:
+                limited.close()
+        report["ratios"] = ratios(report["paths"], recalls_in_flight)
         report["targets"] = targets(report["paths"])
         return report
     finally:

@@ -124,17 +124,21 @@ def targets_table(report: Mapping[str, Any]) -> Table:
 @click.option("--seconds", type=click.FloatRange(1, 3600), default=30.0, show_default=True,
               help="With --mixed: how long each phase runs (remember alone, recall alone, both).")
 @click.option("--library-only", is_flag=True, help="With --mixed: leave out the `esmem serve` path.")
+@click.option("--recalls-in-flight", type=click.IntRange(1, 1024), default=2, show_default=True,
+              help="With --mixed: the library and serve paths once more with at most this many recalls of the "
+                   "process in the engine at once (ESMEM_RECALLS_IN_FLIGHT).")
 @click.pass_context
 def _bench(ctx: click.Context, sizes: list[int], namespaces: int, queries: int, k: int, seed: int,
            merge_sample: int, repeat: int, as_json: bool, plot_to: Path | None, skip_naive: bool,
            embedder: str | None, inspector: bool, dead: int | None, mixed: bool, recall_clients: int,
-           remember_clients: int, seconds: float, library_only: bool) -> None:
+           remember_clients: int, seconds: float, library_only: bool, recalls_in_flight: int) -> None:
     """Benchmark recall paths (a) BM25 floor, (b) recall template, (c) MemoryStore.recall, (d) naive
     fetch-all, and ingest, on a synthetic corpus under a throwaway prefix."""
     if inspector:
         return bench_inspector(ctx, sizes[0], queries, seed, as_json)
     if mixed:
-        return bench_mixed(ctx, sizes[0], recall_clients, remember_clients, seconds, k, seed, not library_only, as_json)
+        return bench_mixed(ctx, sizes[0], recall_clients, remember_clients, seconds, k, seed, not library_only,
+                           recalls_in_flight, as_json)
     if dead is not None:
         if namespaces > sizes[0]:
             raise click.BadParameter(f"{namespaces} namespaces do not fit {sizes[0]} memories",
@@ -249,7 +253,7 @@ def _connection_env(ctx: click.Context) -> dict[str, str]:
 
 
 def bench_mixed(ctx: click.Context, size: int, recalls: int, remembers: int, seconds: float, k: int, seed: int,
-                serve: bool, as_json: bool) -> None:
+                serve: bool, recalls_in_flight: int, as_json: bool) -> None:
     """`esmem bench --mixed`: esmem.apps.bench_mixed on one namespace of `size` memories."""
     from esmem.apps.bench_mixed import POOLS, run_mixed
     from esmem.cli.common import err
@@ -263,6 +267,7 @@ def bench_mixed(ctx: click.Context, size: int, recalls: int, remembers: int, sec
         with err.status("bench") as status:
             report = run_mixed(_engine(ctx), ctx.obj["prefix"], size=size, recalls=recalls, remembers=remembers,
                                seconds=seconds, k=k, seed=seed, serve=serve, serve_env=_connection_env(ctx),
+                               recalls_in_flight=recalls_in_flight,
                                advance=lambda stage: status.update(stage))
     except EsmemError as e:
         fail(str(e))

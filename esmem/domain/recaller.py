@@ -114,7 +114,8 @@ class Recaller:
         if self.semantic and fuse and not fuse.lexical_only:  # the kNN leg, last in the same round trip
             searches.append(self.semantic.search(tp, query, routing=namespace, fusion=fuse))
         with span("esmem.recall.search", {"esmem.searches": len(searches)}) as traced:
-            responses = self.catalog.msearch(searches, "recall")
+            with self.catalog.engine.admission.admitted():  # a write's searches do not wait here
+                responses = self.catalog.msearch(searches, "recall")
             traced.set_attribute("esmem.engine_took_ms", float(sum(r.get("took", 0) for r in responses)))
             traced.set_attribute("esmem.candidates", len(responses[0]["hits"]["hits"]))
         with span("esmem.recall.rank") as traced:

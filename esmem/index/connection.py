@@ -41,6 +41,7 @@ ENV = {
     "aws_region": "ESMEM_AWS_REGION",
     "aws_service": "ESMEM_AWS_SERVICE",
     "timeout": "ESMEM_TIMEOUT",
+    "recalls_in_flight": "ESMEM_RECALLS_IN_FLIGHT",
 }
 
 _SECRET_FIELDS = ("password", "api_key", "bearer_token")
@@ -75,6 +76,7 @@ class ConnectionConfig:
     aws_region: str | None = None  # set: sign requests with SigV4 (Amazon OpenSearch Service), `esmem[aws]`
     aws_service: str = "es"  # "es" for managed domains, "aoss" for OpenSearch Serverless
     timeout: float = 30.0
+    recalls_in_flight: int | None = None  # at most this many recalls of the process at once (esmem/index/admission.py)
 
     def __post_init__(self) -> None:
         if self.url:  # move userinfo out of the URL, so the URL itself is always safe to print
@@ -111,6 +113,10 @@ class ConnectionConfig:
             raise ConfigError(f"aws_service must be 'es' or 'aoss', got {self.aws_service!r}")
         if self.timeout <= 0:
             raise ConfigError("timeout must be positive")
+        if self.recalls_in_flight is not None and (isinstance(self.recalls_in_flight, bool) or
+                                                   not isinstance(self.recalls_in_flight, int) or
+                                                   self.recalls_in_flight < 1):
+            raise ConfigError(f"recalls_in_flight must be a positive integer, got {self.recalls_in_flight!r}")
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod
@@ -132,6 +138,8 @@ class ConnectionConfig:
                 values[name] = parse_bool(raw, var)
             elif name == "timeout":
                 values[name] = parse_number(raw, f"{var} (seconds)")
+            elif name == "recalls_in_flight":
+                values[name] = int(parse_number(raw, var, integer=True))
             else:
                 values[name] = raw
         for k, v in overrides.items():

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 import orjson
 
+from esmem.index.admission import Admission
 from esmem.index.connection import ConnectionConfig, redact_text
 from esmem.tracing import span
 from esmem.errors import (AsyncOnly, AuthenticationFailed, EngineError, EngineUnavailable, InvalidParameter, NotFound,
@@ -91,7 +92,8 @@ class Engine:
     def __init__(self, target: "str | ConnectionConfig", *, timeout: float | None = None,
                  recorder: Recorder | None = None, asynchronous: bool = False):
         """`target`: a URL (userinfo allowed) or a ConnectionConfig (e.g. `ConnectionConfig.from_env()`).
-        `asynchronous`: over the family's async client, for `AsyncMemoryStore` (esmem/index/bridge.py)."""
+        `asynchronous`: over the family's async client, for `AsyncMemoryStore` (esmem/index/bridge.py).
+        The config's `recalls_in_flight` limits this engine's recalls in flight (`admission`)."""
         config = target if isinstance(target, ConnectionConfig) else ConnectionConfig(url=target)
         if timeout is not None:
             config = replace(config, timeout=timeout)
@@ -102,16 +104,19 @@ class Engine:
         # Elasticsearch the way elasticsearch-py refuses OpenSearch), then the family's own client takes over.
         self._attach(config.elasticsearch_client(asynchronous) if config.cloud_id
                      else config.opensearch_client(asynchronous))
+        self.admission = Admission(config.recalls_in_flight, asynchronous=self.asynchronous)
         self._info: EngineInfo | None = None
 
     @classmethod
-    def from_client(cls, client: Any, *, recorder: Recorder | None = None) -> "Engine":
+    def from_client(cls, client: Any, *, recorder: Recorder | None = None,
+                    recalls_in_flight: int | None = None) -> "Engine":
         """Use a caller's configured client as is (auth, TLS, retries): `OpenSearch` or `Elasticsearch`,
         or for `AsyncMemoryStore` `AsyncOpenSearch` or `AsyncElasticsearch`."""
         self = cls.__new__(cls)
         self.config = None
         self.recorder = recorder
         self._attach(client)
+        self.admission = Admission(recalls_in_flight, asynchronous=self.asynchronous)
         self.url = redact_text(_client_url(client))
         self._info = None
         return self
