@@ -2,15 +2,14 @@
 
 A write's merge look-up and settle step are searches: the engine runs them on the same search pool, in
 the same first-come queue, as every recall. Sixteen recalling threads kept that queue about 22 deep on a
-2-core node and a remember waited behind it at each of its searches: p50 473-661 ms, 6-9 writes/s.
+2-core node and a remember waited behind it at each of its searches (p50 about half a second).
 With `recalls_in_flight` set, at most that many recalls of the process are in the engine at once,
 admitted in arrival order; the writes' searches do not wait here, so they find the engine's queue
-nearly empty. 100k memories, 16 recall + 4 remember threads, 15 s per run, alternating
-(docs/results/admission.txt): 2 in flight gave remember p50 80-83 ms and 41-42 writes/s, recall
-123-131/s at p99 179-186 ms; unlimited gave remember p50 408-473 ms, 8-9 writes/s, recall 212-244/s
-at p99 129-150 ms. The engine's time is shared, not gained: writes get their share of it, recalls give
-it up. Off by default: where recalls wait on the network more than on the engine's CPU (a remote
-cluster), fewer in flight only lowers their rate.
+nearly empty. 100k memories, 16 recall + 4 remember threads of one process (`esmem bench --mixed`,
+docs/results/bench-mixed.txt): with 2 in flight remember p50 496 -> 101 ms and 6.9 -> 32.8 writes/s,
+recalls 210 -> 136/s at p99 146 -> 167 ms. The engine's time is shared out, not gained. Off by
+default: where recalls wait on the network more than on the engine's CPU (a remote cluster), fewer
+in flight only lowers their rate.
 
 Sync callers wait on a hand-off queue (a release wakes the next waiter only, never all of them); calls
 of an async store wait on an asyncio semaphore of the running loop, through the greenlet bridge.
