@@ -73,6 +73,10 @@ def test_a_limit_is_a_positive_integer_from_code_from_the_environment_and_in_the
     assert ConnectionConfig.from_env({"ESMEM_URL": "http://h:9200", "ESMEM_RECALLS_IN_FLIGHT": ""}).recalls_in_flight is None
     with pytest.raises(ConfigError, match="ESMEM_RECALLS_IN_FLIGHT takes an integer"):
         ConnectionConfig.from_env({"ESMEM_URL": "http://h:9200", "ESMEM_RECALLS_IN_FLIGHT": "many"})
+    given = Engine.from_client(engine._client, recalls_in_flight=2)  # a client the caller configured
+    assert given.admission.limit == 2 and Engine.from_client(engine._client).admission.limit is None
+    with pytest.raises(ConfigError):
+        Engine.from_client(engine._client, recalls_in_flight=0)
     out = CliRunner().invoke(cli, ["--url", engine.url, "recall", "anything", "-n", "gate"],
                            env={"ESMEM_RECALLS_IN_FLIGHT": "0"})
     assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1
