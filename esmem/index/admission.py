@@ -26,13 +26,18 @@ from typing import Iterator
 from esmem.errors import ConfigError
 
 
+def checked_limit(limit: object) -> int | None:
+    """`limit` if it is None or a positive integer; else a ConfigError naming `recalls_in_flight`."""
+    if limit is None or (isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1):
+        return limit
+    raise ConfigError(f"recalls_in_flight must be a positive integer, got {limit!r}")
+
+
 class Admission:
     """At most `limit` recalls in flight at once (None: no limit), admitted in arrival order."""
 
     def __init__(self, limit: int | None = None, *, asynchronous: bool = False):
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise ConfigError(f"recalls_in_flight must be a positive integer, got {limit!r}")
-        self.limit, self.asynchronous = limit, asynchronous
+        self.limit, self.asynchronous = checked_limit(limit), asynchronous
         self._lock = threading.Lock()
         self._running = 0
         self._waiting: deque[threading.Event] = deque()

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from esmem.errors import ConfigError
+from esmem.index.admission import checked_limit
 from esmem.values import parse_bool, parse_number
 
 
@@ -113,10 +114,7 @@ class ConnectionConfig:
             raise ConfigError(f"aws_service must be 'es' or 'aoss', got {self.aws_service!r}")
         if self.timeout <= 0:
             raise ConfigError("timeout must be positive")
-        if self.recalls_in_flight is not None and (isinstance(self.recalls_in_flight, bool) or
-                                                   not isinstance(self.recalls_in_flight, int) or
-                                                   self.recalls_in_flight < 1):
-            raise ConfigError(f"recalls_in_flight must be a positive integer, got {self.recalls_in_flight!r}")
+        checked_limit(self.recalls_in_flight)
 
     # -- construction ----------------------------------------------------------------------------
     @classmethod
