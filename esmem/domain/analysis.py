@@ -22,6 +22,7 @@ MAX_TOKEN_LENGTH = 255  # the standard tokenizer's default
 _BOUNDARY = regex.compile(r"(?V1w)\b")
 _WORDLIKE = regex.compile(r"[\p{L}\p{N}\p{M}_\p{Extended_Pictographic}]")
 _CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_WIDE = regex.compile("[\uff00-\uffef]")  # the forms cjk_width folds
 _POSSESSIVE = ("'s", "\u2019s", "\uff07s")
 _stemmer = snowballstemmer.stemmer("english")  # stateful: one thread at a time (_STEM_LOCK)
 _STEM_LOCK = threading.Lock()
@@ -30,7 +31,7 @@ STOP_WORDS = stopwords()  # templates/stopwords_en.txt, also rendered into the i
 
 def _fold_width(text: str) -> str:
     """cjk_width: full-width ASCII to half-width, half-width katakana to full-width."""
-    if not any("\uff00" <= ch <= "\uffef" for ch in text):
+    if not _WIDE.search(text):
         return text
     return "".join(unicodedata.normalize("NFKC", ch) if "\uff00" <= ch <= "\uffef" else ch for ch in text)
 
@@ -42,12 +43,17 @@ def _segments(text: str) -> tuple[tuple[str, int, int], ...]:
     pos = 0
     for part in _BOUNDARY.split(text):
         start, pos = pos, pos + len(part)
-        if not part or not _WORDLIKE.search(part):
+        if not part or not _wordlike(part):
             continue
         for i in range(0, len(part), MAX_TOKEN_LENGTH):
             chunk = part[i:i + MAX_TOKEN_LENGTH]
             out.append((chunk, start + i, start + i + len(chunk)))
     return tuple(out)
+
+
+@lru_cache(maxsize=65536)  # a vocabulary recurs: one regex search per distinct segment, not per segment
+def _wordlike(part: str) -> bool:
+    return _WORDLIKE.search(part) is not None
 
 
 def _is_cjk(token: str) -> bool:
@@ -83,7 +89,7 @@ def _analyse(text: str) -> tuple[list[str], list[str]]:
     search: list[str] = []
     run: list[str] = []  # adjacent CJK characters waiting to be bigrammed
     last_end = -1
-    wide = any("\uff00" <= ch <= "\uffef" for ch in text)  # cjk_width has work only then
+    wide = _WIDE.search(text) is not None  # cjk_width has work only then
 
     def flush() -> None:
         if len(run) == 1:
