@@ -18,8 +18,8 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-import regex
 
+from esmem.domain.patterns import Pattern
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory, RecallResult
 from esmem.errors import InvalidInput
@@ -32,8 +32,8 @@ PINNED = "## Keep in mind"  # pinned memories that apply to this request (esmem/
 TRUNCATED = "…[truncated]"
 ORDERS = ("relevance", "chronological")
 
-_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
-_SPACE = regex.compile(r"\s+")
+_CJK = Pattern(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_SPACE = Pattern(r"\s+")
 
 
 @dataclass(frozen=True)

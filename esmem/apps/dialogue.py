@@ -22,9 +22,9 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import regex
 
 from esmem.domain.analysis import tokens
+from esmem.domain.patterns import Pattern
 from esmem.errors import InvalidInput
 
 ROLES = ("user", "assistant")
@@ -49,10 +49,10 @@ that, this, will, do, sure thing, no problem, of course, more, next, and, so, th
 a lot, here, here's, there, is, are, we, now, absolutely, certainly, indeed
 """
 
-_UNITS = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]|[\p{L}\p{N}]+")
+_UNITS = Pattern(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]|[\p{L}\p{N}]+")
 # Clause punctuation only: apostrophes and the dot of "Next.js" stay inside a phrase.
-_PHRASE_SPLIT = regex.compile(r"(?:[,!?;:()\[\]\"，。！？；：、…（）【】「」《》~～\n]|\.(?=\s|$))+")
-_WORD_CHAR = regex.compile(r"[\p{L}\p{N}]")
+_PHRASE_SPLIT = Pattern(r"(?:[,!?;:()\[\]\"，。！？；：、…（）【】「」《》~～\n]|\.(?=\s|$))+")
+_WORD_CHAR = Pattern(r"[\p{L}\p{N}]")
 # Question words, pronouns and "that helps": a turn made only of these is no topic, and sharing only
 # these with the anchor does not make an older turn on-topic.
 _GENERIC = frozenset(tokens(

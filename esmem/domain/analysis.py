@@ -13,16 +13,16 @@ import threading
 import unicodedata
 from functools import lru_cache
 
-import regex
 import snowballstemmer
 
+from esmem.domain.patterns import Pattern
 from esmem.index.templates import stopwords
 
 MAX_TOKEN_LENGTH = 255  # the standard tokenizer's default
-_BOUNDARY = regex.compile(r"(?V1w)\b")
-_WORDLIKE = regex.compile(r"[\p{L}\p{N}\p{M}_\p{Extended_Pictographic}]")
-_CJK = regex.compile(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
-_WIDE = regex.compile("[\uff00-\uffef]")  # the forms cjk_width folds
+_BOUNDARY = Pattern(r"(?V1w)\b")
+_WORDLIKE = Pattern(r"[\p{L}\p{N}\p{M}_\p{Extended_Pictographic}]")
+_CJK = Pattern(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_WIDE = Pattern("[\uff00-\uffef]")  # the forms cjk_width folds
 _POSSESSIVE = ("'s", "\u2019s", "\uff07s")
 _stemmer = snowballstemmer.stemmer("english")  # stateful: one thread at a time (_STEM_LOCK)
 _STEM_LOCK = threading.Lock()

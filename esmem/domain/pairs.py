@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from types import ModuleType
 
-import regex
 
 from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, token_sets
+from esmem.domain.patterns import IGNORECASE, Match, Pattern, escape
 
 RESTATES, REPLACES, COEXISTS, UNCERTAIN = "restates", "replaces", "coexists", "uncertain"
 # Topic overlap above which a text that differs in several places repeats most of the other: a rule
@@ -123,15 +123,15 @@ _OTHERS_ZH = ("妈妈", "母亲", "爸爸", "父亲", "父母", "姐姐", "妹�
 # A statement of one value: "<subject> is <value>", "<subject>: <value>", "<subject> lives in <value>".
 # When both texts give the same subject (two words or more besides pronouns: an attribute, not a bare
 # "I" or a name) and differ only after it, the attribute took a new value.
-_COPULA = regex.compile(r"(?<![\p{L}])(?:is|are|was|were|equals)(?![\p{L}])|[:=：]|(?<![但还就总可于只要正不都也凡若像])是",
-                        regex.IGNORECASE)
+_COPULA = Pattern(r"(?<![\p{L}])(?:is|are|was|were|equals)(?![\p{L}])|[:=：]|(?<![但还就总可于只要正不都也凡若像])是",
+                        IGNORECASE)
 # Relations a subject has one of at a time, whoever the subject ("I live in ...", "我住在 ...").
-_ONE_OF = regex.compile(
+_ONE_OF = Pattern(
     r"(?<![\p{L}])(?:lives? in|living in|based in|works? (?:at|for)|working (?:at|for)|reports? to|located in|"
     r"costs?|set to|due (?:on|by)|capped at|limited to|married to)(?![\p{L}])|住在|定在|设为|设成|上限是|在做",
-    regex.IGNORECASE)
+    IGNORECASE)
 _DETERMINERS = frozenset("my our your his her their its".split())
-_OWNER = regex.compile(r"(?<![\p{L}])(?:my|our|your|his|her|their)(?![\p{L}])|['’]s(?![\p{L}])|的", regex.IGNORECASE)
+_OWNER = Pattern(r"(?<![\p{L}])(?:my|our|your|his|her|their)(?![\p{L}])|['’]s(?![\p{L}])|的", IGNORECASE)
 _PRONOUNS = frozenset("i me my mine we us our ours you your he him his she her they them their it its user 我 你 他 她 们 用 户".split())
 # Attributes a person has many of: a second value without a cue is another item, not a change.
 _MULTI_EN = frozenset(_stem(w) for w in (
@@ -139,12 +139,12 @@ _MULTI_EN = frozenset(_stem(w) for w in (
     "has collect collects like likes love loves enjoy enjoys hobby hobbies play plays friend friends "
     "visited visit member subscribe subscribed follow follows fan know knows learn learning studying "
     "certified skill skills tool tools use uses translate translates").split())
-_MULTI_ZH = regex.compile("过敏|会说|会讲|语言|养了|养着|宠物|拥有|收藏|(?<!最)喜欢|爱好|热爱|会弹|会玩|订阅|关注|会用|学过|"
+_MULTI_ZH = Pattern("过敏|会说|会讲|语言|养了|养着|宠物|拥有|收藏|(?<!最)喜欢|爱好|热爱|会弹|会玩|订阅|关注|会用|学过|"
                           "在学|去过|朋友")
 # CJK characters that carry no content of their own (particles, structure words).
 _CJK_FUNCTION = frozenset("的了着吗呢吧啊呀哦嘛和与及很都就把被之")
 _CJK_VALUE = "今昨一二三四五六七八九十百千万两半零〇点号月日周星期天年时分秒钟早晚上下午中凌晨次个元块兆楼层岁倍度"
-_VALUE = regex.compile(
+_VALUE = Pattern(
     r"^(?:\d[\d.,:/-]*(?:am|pm|st|nd|rd|th|h|k|m|km|kg|g|gb|mb|tb|ms|s|min|mins|x|%)?|"
     r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|mon|tue|tues|wed|thu|thur|thurs|fri|sat|sun|"
     r"januari|februari|march|april|may|june|juli|august|septemb|octob|novemb|decemb|jan|feb|mar|apr|jun|"
@@ -156,43 +156,43 @@ _VALUE = regex.compile(
 # kind for another of the same kind is a new value, not another thing (things owned, eaten or liked
 # are many-valued and read earlier).
 _KINDS_OF_VALUE = (
-    regex.compile(  # colours
+    Pattern(  # colours
         r"(?<![\p{L}])(?:red|yellow|green|blue|purple|violet|pink|brown|black|white|gr[ae]y|beige|navy|"
         r"teal|turquoise|maroon|burgundy|lilac|lavender|ivory|champagne)(?![\p{L}])|"
         r"(?:[红橙黄绿青蓝紫粉棕褐黑白灰金银米]|香槟|咖啡|藏青|天蓝|酒红|奶白|纯白|墨绿|浅蓝|深蓝)色",
-        regex.IGNORECASE),
-    regex.compile(  # languages and scripts
+        IGNORECASE),
+    Pattern(  # languages and scripts
         r"(?<![\p{L}])(?:english|spanish|portuguese|french|german|italian|dutch|chinese|mandarin|cantonese|"
         r"japanese|korean|russian|arabic|hindi|turkish|swedish|vietnamese|thai|indonesian|greek|"
         r"hebrew)(?![\p{L}])|繁体|简体|普通话|粤语|(?:[英中日法德俄韩意]|西班牙|葡萄牙|意大利|阿拉伯)[文语]",
-        regex.IGNORECASE),
+        IGNORECASE),
 )
-_NUMBER = regex.compile(r"^\d")
-_NEXT_WORD = regex.compile(r"[ \t]+(\p{L}+)")
+_NUMBER = Pattern(r"^\d")
+_NEXT_WORD = Pattern(r"[ \t]+(\p{L}+)")
 # Words that put a time in a span: "before noon" -> "after 2 pm" is one time changing.
 _TIME_WORDS = frozenset(_stem(w) for w in "before after until till around from".split())
 # ... and what they make a time of the day: "after lunch", "before work".
 _DAY_MARKS = frozenset(_stem(w) for w in "breakfast lunch dinner supper work school bed".split())
 
 
-def _phrases(words: tuple[str, ...]) -> regex.Pattern[str]:
-    return regex.compile(r"(?<![\p{L}\p{N}])(?:" + "|".join(words) + r")(?![\p{L}\p{N}])", regex.IGNORECASE)
+def _phrases(words: tuple[str, ...]) -> Pattern:
+    return Pattern(r"(?<![\p{L}\p{N}])(?:" + "|".join(words) + r")(?![\p{L}\p{N}])", IGNORECASE)
 
 
 _CHANGE_EN_RE, _EVENT_EN_RE, _ADDITIVE_EN_RE = _phrases(_CHANGE_EN), _phrases(_EVENT_EN), _phrases(_ADDITIVE_EN)
 _RETRACT_EN_RE = _phrases(_RETRACT_EN)
-_NEGATION_EN_RE = regex.compile(r"(?<![\p{L}])(?:" + _NEGATION_EN + r")(?![\p{L}])|n't", regex.IGNORECASE)
-_BU_LE = regex.compile(r"不[\p{Han}]{1,4}了|[从自][^，。,.；;]{1,8}起")  # 不……了 "no longer ...", 从/自……起 "from ... on"
+_NEGATION_EN_RE = Pattern(r"(?<![\p{L}])(?:" + _NEGATION_EN + r")(?![\p{L}])|n't", IGNORECASE)
+_BU_LE = Pattern(r"不[\p{Han}]{1,4}了|[从自][^，。,.；;]{1,8}起")  # 不……了 "no longer ...", 从/自……起 "from ... on"
 # Where a memory says where it came from: brackets, and clauses such as "according to the onboarding
 # call". Shared provenance says nothing about whether two statements are one.
-_PROVENANCE = regex.compile(
+_PROVENANCE = Pattern(
     r"[(（\[【][^)）\]】]*[)）\]】]|"
     r"[,;，；]?\s*(?:according to|as (?:mentioned|discussed|noted|said|stated|agreed|reported) (?:in|at|during|on|by)|"
     r"source:)\s[^.;。；!?！？]*|"
     r"[,，]?\s*(?:据|来自|见|出自)[^，。；！？]{1,16}(?:所说|说的|提到|记录|纪要|手册|面谈)|"
     # ... and why it holds: a clause of purpose says why, not what ("so that the dashboards are fresh")
     r"[,，]?\s*(?:so that|in order to|这样|以便|好让)[^.;。；!?！？]*",
-    regex.IGNORECASE)
+    IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -247,17 +247,17 @@ _ZH_NOT_BEFORE = {"停了": r"\p{Han}"}
 _ZH_ONLY_BEFORE = {"改": "[喝吃坐骑开穿住走听学玩]"}
 
 
-_HAN = regex.compile(r"\p{Han}")
+_HAN = Pattern(r"\p{Han}")
 
 
-def _zh(words: tuple[str, ...]) -> regex.Pattern[str]:
+def _zh(words: tuple[str, ...]) -> Pattern:
     """One pattern for a list of Chinese cues, longest first, each guarded against its longer words."""
     def guarded(w: str) -> str:
         before = f"(?<![{_ZH_NOT_AFTER[w]}])" if w in _ZH_NOT_AFTER else ""
         after = f"(?!{_ZH_NOT_BEFORE[w]})" if w in _ZH_NOT_BEFORE else \
             f"(?={_ZH_ONLY_BEFORE[w]})" if w in _ZH_ONLY_BEFORE else ""
-        return before + regex.escape(w) + after
-    return regex.compile("|".join(guarded(w) for w in sorted(set(words), key=len, reverse=True)))
+        return before + escape(w) + after
+    return Pattern("|".join(guarded(w) for w in sorted(set(words), key=len, reverse=True)))
 
 
 def _negated(text: str) -> bool:
@@ -407,7 +407,7 @@ class _Text:
     def kinds(self) -> tuple[frozenset[str], ...]:
         """The values of each of `_KINDS_OF_VALUE` it names as values: an English word that qualifies
         the next one names a sort of thing, not its value ("green tea", "Spanish class")."""
-        def qualifies(m: regex.Match[str]) -> bool:
+        def qualifies(m: Match[str]) -> bool:
             after = _NEXT_WORD.match(self.text, m.end())
             return after is not None and not _HAN.match(m.group(0)) and after.group(1).lower() not in STOP_WORDS
         return tuple(frozenset(m.group(0).lower() for m in pattern.finditer(self.text) if not qualifies(m))
@@ -436,7 +436,7 @@ def _another_amount(old: _Text, new: _Text) -> bool:
     return not b - a - numbers_b and len(a - b - numbers_a) <= 1 and len(a & b) >= 3
 
 
-def _found(text: str, en: regex.Pattern[str], zh: regex.Pattern[str]) -> frozenset[str]:
+def _found(text: str, en: Pattern, zh: Pattern) -> frozenset[str]:
     found = frozenset(m.group(0).lower() for m in en.finditer(text))
     return found | frozenset(m.group(0) for m in zh.finditer(text)) if _HAN.search(text) else found
 
@@ -563,8 +563,8 @@ def read(old: str, new: str, kind: str, *, dup_overlap: float = 0.9, min_overlap
 
 # How a stated value begins: a name, a number, "a/an/the ..." - or something else (a state: "slow",
 # "on leave", "out sick"; and Chinese, whose attributes are rarely one word: left as before).
-_VALUE_FORMS = (("name", regex.compile(r"\p{Lu}")), ("number", regex.compile(r"\p{N}")),
-                ("thing", regex.compile(r"(?:a|an|the)\s", regex.IGNORECASE)))
+_VALUE_FORMS = (("name", Pattern(r"\p{Lu}")), ("number", Pattern(r"\p{N}")),
+                ("thing", Pattern(r"(?:a|an|the)\s", IGNORECASE)))
 
 
 def _alike_values(old: _Text, new: _Text) -> bool:
@@ -575,7 +575,7 @@ def _alike_values(old: _Text, new: _Text) -> bool:
     return old.value_form is not None and old.value_form == new.value_form
 
 
-_THE_ROLE = regex.compile(r"^\s*(.{1,40}?)\s+(?:is|was)\s+(?:now\s+)?the\s+(.+)$", regex.IGNORECASE)
+_THE_ROLE = Pattern(r"^\s*(.{1,40}?)\s+(?:is|was)\s+(?:now\s+)?the\s+(.+)$", IGNORECASE)
 
 
 def _holds_the_role(old: str, new: str) -> bool:

@@ -8,11 +8,12 @@ question when it ends with a question mark, ASCII or full-width.
 """
 from __future__ import annotations
 
-import regex
+from esmem.domain.patterns import Pattern
+
 
 # A sentence: text up to its run of terminators (. ! ? … and the CJK full stops), or the end.
-_SENTENCE = regex.compile(r"[^.!?\u2026\u3002\uff01\uff1f\uff0e]+([.!?\u2026\u3002\uff01\uff1f\uff0e]*)")
-_WORD = regex.compile(r"[\p{L}\p{N}]")
+_SENTENCE = Pattern(r"[^.!?\u2026\u3002\uff01\uff1f\uff0e]+([.!?\u2026\u3002\uff01\uff1f\uff0e]*)")
+_WORD = Pattern(r"[\p{L}\p{N}]")
 _QUESTION_MARKS = ("?", "\uff1f")
 
 
