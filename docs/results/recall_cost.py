@@ -2,13 +2,19 @@
 
 Builds the bench corpus under a throwaway prefix (no merge), then times, per query and in rotating order:
 the floor (`bm25`, 20 hits), the recall template as any client calls it, the same with `rel_only`
-(the relevance query and its filters, no fusion) and with `rescore_window=50` (the fusion over 50
-hits instead of 100). Prints the p50 client wall time of each and its ratio to the floor.
+(the relevance query and its filters, no fusion), with `rescore_window=50` (the fusion over 50
+hits instead of 100) and with `exhaustive` (every match fused in the query phase, no rescore). Then the
+body the engine renders for the default call, taken apart (sent to `_search`; these change the ranking
+and only say what each part costs): the relevance query with only the `content` clause, with only the
+namespace filter, the rescore's relevance query replaced by `match_all` (the script still runs), the
+rescore's script replaced by a constant weight. Prints the p50 client wall time of each and its ratio
+to the floor.
 
     python docs/results/recall_cost.py $ESMEM_URL 100000 3
 """
 from __future__ import annotations
 
+import copy
 import statistics
 import sys
 import time
@@ -39,11 +45,45 @@ def main(url: str, size: int, passes: int) -> None:
                 return (time.perf_counter() - started) * 1000
             return timed
 
+        queries = bench.make_queries(corpus, 230, 0)
+        rendered = {q: engine.request("POST", "/_render/template", {"id": f"{prefix}-recall", "params": {
+            "namespace": q.namespace, "query": q.text}})["template_output"] for q in queries}
+
+        def altered(change: Callable[[dict[str, Any]], None]) -> Callable[[bench.Probe], float]:
+            bodies = {}
+            for q, body in rendered.items():
+                bodies[q] = copy.deepcopy(body)
+                change(bodies[q])
+
+            def timed(q: bench.Probe) -> float:
+                started = time.perf_counter()
+                engine.request("POST", f"/{prefix}-memories/_search", bodies[q], {"routing": q.namespace})
+                return (time.perf_counter() - started) * 1000
+            return timed
+
+        def content_clause_only(body: dict[str, Any]) -> None:
+            body.pop("rescore")
+            del body["query"]["bool"]["should"][0]["bool"]["should"][1:]
+
+        def namespace_filter_only(body: dict[str, Any]) -> None:
+            body.pop("rescore")
+            del body["query"]["bool"]["filter"][1:]
+
+        def rescore_match_all(body: dict[str, Any]) -> None:
+            body["rescore"]["query"]["rescore_query"]["function_score"]["query"] = {"match_all": {}}
+
+        def rescore_no_script(body: dict[str, Any]) -> None:
+            body["rescore"]["query"]["rescore_query"]["function_score"]["functions"] = [{"weight": 1}]
+
         calls = {"floor (bm25, 20 hits)": call("bm25", {"size": "20"}), "recall": call("recall", {}),
                  "recall, rel_only": call("recall", {"rel_only": "true"}),
-                 "recall, rescore_window 50": call("recall", {"rescore_window": "50"})}
+                 "recall, rescore_window 50": call("recall", {"rescore_window": "50"}),
+                 "recall, exhaustive": call("recall", {"exhaustive": True}),
+                 "rel_only, content clause only": altered(content_clause_only),
+                 "rel_only, namespace filter only": altered(namespace_filter_only),
+                 "rescore over match_all": altered(rescore_match_all),
+                 "rescore without the script": altered(rescore_no_script)}
         names = list(calls)
-        queries = bench.make_queries(corpus, 230, 0)
         for q in queries[200:]:  # warm-up
             for name in names:
                 calls[name](q)
@@ -55,7 +95,7 @@ def main(url: str, size: int, passes: int) -> None:
         floor = statistics.median(wall[names[0]])
         for name in names:
             p50 = statistics.median(wall[name])
-            print(f"{name:28s} p50 {p50:5.2f} ms  {p50 / floor:.2f}x the floor")
+            print(f"{name:32s} p50 {p50:5.2f} ms  {p50 / floor:.2f}x the floor")
     finally:
         uninstall(engine, prefix)
 
