@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-
 from esmem.domain.patterns import Pattern
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import Memory, RecallResult

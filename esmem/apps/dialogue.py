@@ -22,7 +22,6 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-
 from esmem.domain.analysis import tokens
 from esmem.domain.patterns import Pattern
 from esmem.errors import InvalidInput

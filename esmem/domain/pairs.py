@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from types import ModuleType
 
-
 from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, token_sets
 from esmem.domain.patterns import IGNORECASE, Match, Pattern, escape
 
@@ -124,7 +123,7 @@ _OTHERS_ZH = ("妈妈", "母亲", "爸爸", "父亲", "父母", "姐姐", "妹�
 # When both texts give the same subject (two words or more besides pronouns: an attribute, not a bare
 # "I" or a name) and differ only after it, the attribute took a new value.
 _COPULA = Pattern(r"(?<![\p{L}])(?:is|are|was|were|equals)(?![\p{L}])|[:=：]|(?<![但还就总可于只要正不都也凡若像])是",
-                        IGNORECASE)
+                  IGNORECASE)
 # Relations a subject has one of at a time, whoever the subject ("I live in ...", "我住在 ...").
 _ONE_OF = Pattern(
     r"(?<![\p{L}])(?:lives? in|living in|based in|works? (?:at|for)|working (?:at|for)|reports? to|located in|"
@@ -140,7 +139,7 @@ _MULTI_EN = frozenset(_stem(w) for w in (
     "visited visit member subscribe subscribed follow follows fan know knows learn learning studying "
     "certified skill skills tool tools use uses translate translates").split())
 _MULTI_ZH = Pattern("过敏|会说|会讲|语言|养了|养着|宠物|拥有|收藏|(?<!最)喜欢|爱好|热爱|会弹|会玩|订阅|关注|会用|学过|"
-                          "在学|去过|朋友")
+                    "在学|去过|朋友")
 # CJK characters that carry no content of their own (particles, structure words).
 _CJK_FUNCTION = frozenset("的了着吗呢吧啊呀哦嘛和与及很都就把被之")
 _CJK_VALUE = "今昨一二三四五六七八九十百千万两半零〇点号月日周星期天年时分秒钟早晚上下午中凌晨次个元块兆楼层岁倍度"

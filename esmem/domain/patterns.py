@@ -29,10 +29,6 @@ class Pattern:
     def __init__(self, pattern: str, flags: int = 0) -> None:
         self.compiled = regex.compile(pattern, flags)
 
-    @property
-    def pattern(self) -> str:
-        return str(self.compiled.pattern)
-
     def search(self, string: str, pos: int = 0) -> regex.Match[str] | None:
         return self.compiled.search(string, pos, concurrent=False)
 

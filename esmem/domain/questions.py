@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from esmem.domain.patterns import Pattern
 
-
 # A sentence: text up to its run of terminators (. ! ? … and the CJK full stops), or the end.
 _SENTENCE = Pattern(r"[^.!?\u2026\u3002\uff01\uff1f\uff0e]+([.!?\u2026\u3002\uff01\uff1f\uff0e]*)")
 _WORD = Pattern(r"[\p{L}\p{N}]")
