@@ -36,6 +36,18 @@ def test_lambda_one_is_plain_ranking_and_k_bounds() -> None:
     assert mmr([], lambda i, j: 0.0, 3) == ([], [])
 
 
+def test_a_similarity_below_the_threshold_is_no_redundancy() -> None:
+    rel = [1.0, 0.8, 0.7]
+    sims = {(1, 0): 0.25, (2, 0): 0.0, (2, 1): 0.0}
+    sim = lambda i, j: sims[(max(i, j), min(i, j))]  # noqa: E731
+    # 0.65 * 0.8 - 0.35 * 0.25 < 0.65 * 0.7: counted, the shared words push the second below the third
+    assert mmr(rel, sim, 3, lambda_=0.65)[0] == [0, 2, 1]
+    order, penalties = mmr(rel, sim, 3, lambda_=0.65, threshold=0.3)
+    assert order == [0, 1, 2] and penalties == [0.0, 0.0, 0.0]
+    sims[(1, 0)] = 0.3  # at the threshold it counts
+    assert mmr(rel, sim, 3, lambda_=0.65, threshold=0.3)[0] == [0, 2, 1]
+
+
 def test_cosine() -> None:
     assert cosine([1, 0], [1, 0]) == pytest.approx(1.0)
     assert cosine([1, 0], [0, 2]) == pytest.approx(0.0)
@@ -57,7 +69,7 @@ def test_recall_uses_cosine_when_asked_and_memories_carry_vectors(engine, instal
                            now=now, touch=False)
     # the two look-alikes have identical vectors: cosine 1, so the second one gives way
     assert diverse.items[1].memory.content == "espresso tastes sour when the grind is coarse"
-    # the default (words, chosen on LoCoMo for hybrid too, docs/results/hybrid.md): the look-alikes share
-    # only the word "espresso", so the vectors are not read and both stay
+    # the default (index tokens, chosen on LoCoMo for hybrid too, docs/results/hybrid.md): the look-alikes
+    # share only the word "espresso", so the vectors are not read and both stay
     words = store.recall("espresso machine beans", "vec", 2, params=RecallParams(mmr_lambda=0.5), now=now, touch=False)
     assert {r.memory.content for r in words.items} == {r.memory.content for r in plain.items}

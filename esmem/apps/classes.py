@@ -19,9 +19,11 @@ from esmem.errors import InvalidInput
 
 CLASS_METRICS = ("reach", "intrude@k")
 # The previous ranking defaults (no neighbour context, pinned section or resolution; MMR on index tokens at
-# lambda 0.7), as recall overrides: `esmem eval --previous` runs them too, to show what the current ones change.
+# lambda 0.7, every similarity a redundancy), as recall overrides: `esmem eval --previous` runs them too, to
+# show what the current ones change.
 PREVIOUS_DEFAULTS = {"neighbour_boost": "0", "neighbour_prev": "0", "neighbour_next": "0", "must_not_miss": "true",
-                     "pinned": "0", "resolve": "false", "mmr_similarity": "tokens", "mmr_lambda": "0.7"}
+                     "pinned": "0", "resolve": "false", "mmr_similarity": "tokens", "mmr_lambda": "0.7",
+                     "mmr_threshold": "0"}
 COMPARED = ("p@1", "r@3", "r@5", "r@10", "mrr", "stale@1", "reach", "intrude@k")
 
 

@@ -17,10 +17,11 @@ SIMILARITIES = ("words", "tokens", "cosine")  # cosine: over stored vectors (hyb
 
 
 def similarity_set(text: str, similarity: str = "words") -> frozenset[str]:
-    """What Jaccard compares. "words": stemmed words and CJK bigrams (the search analyzer's tokens):
-    two Chinese notes on different topics share many single characters (的, 了, 是...) but few
-    bigrams. "tokens": the index tokens, CJK unigrams included (the previous default). "cosine"
-    compares stored vectors; a candidate without one falls back to words."""
+    """What Jaccard compares. "tokens": the index tokens, CJK unigrams and bigrams: a Chinese
+    restatement shares more of them than of its bigrams alone, and the single characters two notes on
+    different topics share (的, 了, 是...) stay under MMR's threshold. "words": stemmed words and CJK
+    bigrams (the search analyzer's tokens). "cosine" compares stored vectors; a candidate without one
+    falls back to words."""
     return token_sets(text)[0 if similarity == "tokens" else 1]  # cached: once per memory and process
 
 
@@ -37,8 +38,10 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def mmr(relevance: Sequence[float], similarity: Callable[[int, int], float], k: int,
-        lambda_: float = 0.7) -> tuple[list[int], list[float]]:
-    """Pick k indices greedily; also return each pick's redundancy penalty (1 - lambda) * max sim."""
+        lambda_: float = 0.7, threshold: float = 0.0) -> tuple[list[int], list[float]]:
+    """Pick k indices greedily; also return each pick's redundancy penalty (1 - lambda) * max sim.
+    A similarity below `threshold` counts as none: two memories that share a topic's words are not
+    redundant, and penalising them for it reorders what the engine ranked (docs/concepts/mmr.md)."""
     top = max(relevance, default=0.0)
     rel = [r / top if top > 0 else 0.0 for r in relevance]
     remaining = list(range(len(rel)))
@@ -51,5 +54,7 @@ def mmr(relevance: Sequence[float], similarity: Callable[[int, int], float], k: 
         penalties.append((1 - lambda_) * max_sim[best])
         remaining.remove(best)
         for i in remaining:
-            max_sim[i] = max(max_sim[i], similarity(i, best))
+            sim = similarity(i, best)
+            if sim >= threshold:
+                max_sim[i] = max(max_sim[i], sim)
     return chosen, penalties

@@ -43,7 +43,7 @@ MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
            "question_penalty", "compound_boost", "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
            "resolve_overlap", "resolve_factor", "resolve_ratio",
-           "min_importance", "window", "rescore_window", "mmr_lambda", "recent_n", "rho")
+           "min_importance", "window", "rescore_window", "mmr_lambda", "mmr_threshold", "recent_n", "rho")
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,8 @@ class RecallParams:
     rescore_window: int = 100      # fuse the relevance top-N only, so the engine can prune; 0: every match
     mmr: bool = True
     mmr_lambda: float = 0.65            # chosen on datasets/diversity.jsonl + LoCoMo (docs/concepts/mmr.md)
-    mmr_similarity: str = "words"  # Jaccard over words + CJK bigrams (esmem/domain/mmr.py); cosine: stored vectors
+    mmr_threshold: float = 0.3     # a similarity below it is no redundancy (docs/concepts/mmr.md)
+    mmr_similarity: str = "tokens"  # Jaccard over index tokens (esmem/domain/mmr.py); cosine: stored vectors
     recent_n: int = 0
     rho: float = 0.5               # reheat: fraction of the gap to `now` an access removes
     kinds: tuple[str, ...] | None = None
@@ -105,7 +106,8 @@ class RecallParams:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise ConfigError(f"{name} must be a finite number, got {v!r}")
-        checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1), ("k", 0 < self.k <= 1e6),
+        checks = [("w", 0 <= self.w <= 1), ("mmr_lambda", 0 <= self.mmr_lambda <= 1),
+                  ("mmr_threshold", 0 <= self.mmr_threshold <= 1), ("k", 0 < self.k <= 1e6),
                   ("c", 0 <= self.c <= 100), ("rho", 0 <= self.rho <= 1), ("window", 1 <= self.window <= 1000),
                   ("rescore_window", 0 <= self.rescore_window <= 10000),
                   ("recent_n", 0 <= self.recent_n <= 100), ("pinned", 0 <= self.pinned <= 100),
@@ -186,7 +188,7 @@ TEMPLATE_KNOBS = ("mode", *KNOBS, "must_not_miss", "importance_floor", "must_not
                   "min_importance", "include_superseded", "neighbour_boost", "rescore_window", "question_penalty",
                   "compound_boost")
 FUSE_KNOBS = (*KNOBS, "question_penalty")  # the knobs of the stored `fuse` script: every mode's, then its own
-CLIENT_KNOBS = ("mmr", "mmr_lambda", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
+CLIENT_KNOBS = ("mmr", "mmr_lambda", "mmr_threshold", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
                 "pinned_min_share", "resolve", "resolve_overlap", "resolve_factor",
                 "resolve_ratio", "mmr_similarity")
 

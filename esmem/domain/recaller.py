@@ -199,7 +199,7 @@ class Recaller:
             else:
                 sets = [similarity_set(s["content"], p.mmr_similarity) for s in srcs]
                 sim = lambda i, j: jaccard(sets[i], sets[j])  # noqa: E731
-            order, pen = mmr([h["_score"] for h in hits], sim, k, p.mmr_lambda)
+            order, pen = mmr([h["_score"] for h in hits], sim, k, p.mmr_lambda, p.mmr_threshold)
             for i, v in zip(order, pen):
                 penalties[i] = v
         out = []
