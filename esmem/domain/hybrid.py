@@ -21,7 +21,7 @@ so its model turns keep_top off (esmem/domain/embedding.py MODELS). The kNN leg 
 knn_window (40) candidates. Chosen on LoCoMo with MiniLM (docs/results/hybrid.md), by one rule:
 the setting that keeps lexical P@1 and gains most R@5 + R@10, checked on even and odd conversations
 apart; weight 0.3 stayed the best weight (window 20: 0.2 gave +2.5 R@5 / +1.5 R@10, 0.4 +1.6 / +2.8); dividing each
-leg by its top score instead of min-max lost 4 points of R@5. MMR compares words as in lexical recall
+leg by its top score instead of min-max lost 4 points of R@5. MMR compares index tokens as in lexical recall
 (mmr_similarity=cosine for the stored vectors). RRF is an option, not the default: it lost P@1 and
 recall against convex fusion in a side-by-side LoCoMo measurement.
 """
