@@ -125,9 +125,21 @@ def test_a_language_loads_its_measured_default_model():
         assert load_embedder(lang).name == MODELS[name].name
 
 
-def test_the_session_does_not_busy_wait_between_operators():
-    options = embedder("minilm-q").session.get_session_options()
-    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+def test_batches_run_side_by_side_on_one_thread_each_and_keep_every_text_in_its_place():
+    one = embedder("minilm-q")
+    assert one.session.get_session_options().intra_op_num_threads == 1
+    topics = ["the build server runs out of disk on Fridays", "Alice prefers dark mode in every editor",
+              "我们周五上线前必须跑回归测试", "the quarterly budget review moved to March", "Bob is allergic to peanuts",
+              "deploy the payment service blue-green", "a cat named Miso sleeps on the keyboard",
+              "rotate the API keys every ninety days", "Redis cache eviction broke the order service again",
+              "Carol runs a marathon in October", "the printer on floor 3 jams with thick paper"]
+    texts = [f"{t} ({i})" for i, t in enumerate(topics * 2 + topics[:1])]  # 23 texts
+    side_by_side = OnnxEmbedder(MODELS["minilm-q"], threads=2, batch_size=4).embed(texts)  # 6 batches, 2 at once
+    in_turn = OnnxEmbedder(MODELS["minilm-q"], threads=1, batch_size=4).embed(texts)
+    assert side_by_side == in_turn  # the same batches (a quantized model's activations scale per batch)
+    alone = [one.embed([t])[0] for t in texts]
+    assert all(math.dist(a, b) < 0.4 for a, b in zip(side_by_side, alone))  # each text in its own place
+    assert all(math.dist(a, b) > 0.8 for a, b in zip(side_by_side[1:], alone[:-1]))
 
 
 def test_a_model_jar_that_does_not_match_the_lock_is_refused_and_not_kept(tmp_path, monkeypatch):
