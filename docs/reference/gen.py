@@ -45,7 +45,7 @@ RECALL = {
     "must_not_miss_boost": "a must-not-miss memory's relevance is boost × importance / 10",
     "entity_boost": "weight of a match on the memory's entities",
     "neighbour_boost": "weight of a match on a conversation turn's neighbour text",
-    "question_penalty": "a memory that asks keeps rel × (1 − question_penalty × its share of question sentences)",
+    "question_penalty": "a memory that asks keeps rel × (1 − question_penalty × the share of its text in questions)",
     "compound_boost": "weight of a compound matched as one word or two (`smartwatch` / `smart watch`, `e-mail`)",
     "neighbour_prev": "share of a candidate's relevance the turn before it inherits",
     "neighbour_next": "share of a candidate's relevance the turn after it (the reply) inherits",

@@ -1,10 +1,12 @@
-"""Whether a memory asks rather than states: the share of its sentences that are questions.
+"""Whether a memory asks rather than states: the share of its text in sentences that are questions.
 
 A turn that asks ("What kind are they?") shares the words of a question about the same thing, so
 plain BM25 can rank it above the turn that answers. The writer stores this share as `asks` (0..1)
 and the `recall` template damps such a memory's relevance by `1 - question_penalty * asks`
 (painless/fuse.painless, `esmem.domain.ranking.answer_factor`). Language-neutral: a sentence is a
-question when it ends with a question mark, ASCII or full-width.
+question when it ends with a question mark, ASCII or full-width. The share counts letters and digits,
+not sentences: "Wow! How long have you been surfing?" asks (0.893), "We went to the parade last week, it
+was packed. Have you been?" mostly states (0.234); counted by sentences, both would be 0.5.
 """
 from __future__ import annotations
 
@@ -17,10 +19,12 @@ _QUESTION_MARKS = ("?", "\uff1f")
 
 
 def asks(content: str) -> float:
-    """The share of the sentences of `content` (those holding a letter or digit) that end with a
-    question mark, rounded to 3 decimals; 0 for text without sentences."""
-    sentences = [m.group(1) for m in _SENTENCE.finditer(content) if _WORD.search(m.group(0))]
-    if not sentences:
-        return 0.0
-    questions = sum(1 for end in sentences if any(q in end for q in _QUESTION_MARKS))
-    return round(questions / len(sentences), 3)
+    """The share of the letters and digits of `content` that are in sentences ending with a question
+    mark, rounded to 3 decimals; 0 for text without any."""
+    total = questions = 0
+    for m in _SENTENCE.finditer(content):
+        size = len(_WORD.findall(m.group(0)))
+        total += size
+        if any(q in m.group(1) for q in _QUESTION_MARKS):
+            questions += size
+    return round(questions / total, 3) if total else 0.0

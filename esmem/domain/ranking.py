@@ -4,7 +4,7 @@ The engine computes, per memory matching the namespace/status/time filters:
 
     rel = BM25(content) + entity_boost * BM25(entities), or, for an evergreen or important memory
           (imp >= floor) with no lexical match, must_not_miss_boost * imp / 10
-    rel' = rel * (1 - question_penalty * asks)     asks: share of the memory's sentences that ask (questions.py)
+    rel' = rel * (1 - question_penalty * asks)     asks: share of the memory's text that asks (questions.py)
     rec = 0.5 ** (|now - anchor_at| / half_life(kind))     (1 for evergreen and non-decaying kinds)
     multiply:  score = rel' * rec * (1 + c * imp)                                   (seed 003)
     blend:     score = sat(rel') * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)
@@ -70,7 +70,7 @@ class RecallParams:
     must_not_miss_boost: float = 1.0
     entity_boost: float = 1.0      # a speaker or subject named by the query (docs/concepts/ranking.md#who-said-it)
     compound_boost: float = 0.3    # a compound matched as two words or one ("smartwatch" / "smart watch")
-    question_penalty: float = 0.3  # damps a memory that asks: rel * (1 - question_penalty * asks)
+    question_penalty: float = 0.6  # damps a memory that asks: rel * (1 - question_penalty * asks)
     neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/domain/threads.py)
     neighbour_prev: float = 0.5    # share of a candidate's score its previous turn inherits
     neighbour_next: float = 0.8    # ... and its next turn (the reply)
