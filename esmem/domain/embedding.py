@@ -12,11 +12,10 @@ or jar the user names.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import math
 import os
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
