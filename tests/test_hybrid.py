@@ -391,11 +391,13 @@ def test_each_model_says_whether_the_bm25_legs_best_hit_stays_first() -> None:
 
 @pytest.mark.fresh_prefix("installs an index for the e5 model")
 def test_with_e5_the_turn_that_answers_leads_the_turn_that_echoes_the_question(engine, prefix) -> None:
-    """A turn that asks back shares the question's words and wins the BM25 leg; e5's kNN leg puts the
-    answer ahead, and the store's default fusion for e5 lets the fused first hit lead."""
+    """A turn that asks back shares the question's words and, under a mild question penalty (0.3; the
+    default 0.6 already puts one of these answers first), wins the BM25 leg; e5's kNN leg puts the answer
+    ahead, and the store's default fusion for e5 lets the fused first hit lead."""
     e5 = embedder("e5-small-q")
     install(engine, prefix, embedding=spec(e5))
-    store = MemoryStore(engine, prefix, embedder=e5, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+    store = MemoryStore(engine, prefix, embedder=e5, merge=MergePolicy(enabled=False), clock=lambda: NOW,
+                        params=RecallParams(question_penalty=0.3))
     cases = [("What breed is Sam's new dog?", "Nice! What breed is the new dog?",
               "Sam adopted a beagle puppy last week, he is the sweetest dog."),
              ("What instrument does Omar play?", "Do you play an instrument, Omar?",
