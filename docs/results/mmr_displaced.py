@@ -17,6 +17,7 @@ from esmem.domain.hybrid import LEXICAL
 from esmem.domain.merge import MergePolicy
 from esmem.domain.mmr import jaccard, similarity_set
 from esmem.domain.ranking import RecallParams
+from esmem.domain.types import Recalled, RecallResult
 from esmem.index.engine import Engine
 
 
@@ -28,7 +29,7 @@ def main(url: str, directory: str, shown: int = 12) -> None:
         counted, off = RecallParams(mmr_threshold=0.0), RecallParams(mmr=False)
         highest: list[float] = []
         for q in dataset.queries:
-            def gold_top5(params: RecallParams) -> list:  # type: ignore[type-arg]
+            def gold_top5(params: RecallParams) -> tuple[list[Recalled], RecallResult]:
                 res = store.recall(q.text, q.namespace, 10, params=params, now=q.now, touch=False, fusion=LEXICAL)
                 return [r for r in res.items[:5] if by_doc.get(r.memory.id, frozenset()) & set(q.gold)], res
             kept, with_mmr = gold_top5(counted)
