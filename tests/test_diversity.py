@@ -28,7 +28,7 @@ def test_words_drop_the_single_cjk_characters_unrelated_notes_share() -> None:
 
 
 def test_seed_000_example_spreads_at_the_default_lambda() -> None:
-    sets = [similarity_set(n) for n in NOTES]
+    sets = [similarity_set(n, RecallParams().mmr_similarity) for n in NOTES]
     rel = [0.125, 0.143, 0.143, 0.143]  # Jaccard to the query, as in the seed's table
     order, _ = mmr(rel, lambda i, j: jaccard(sets[i], sets[j]), 3, RecallParams().mmr_lambda)
     assert 3 in order

@@ -38,8 +38,8 @@ def main(url: str, directory: str, shown: int = 12) -> None:
             for r in plain:
                 if r.memory.id in kept_ids:
                     continue
-                words = similarity_set(r.memory.content, counted.mmr_similarity)
-                sim, pick = max((jaccard(words, similarity_set(x.memory.content, counted.mmr_similarity)), x.memory.content)
+                tokens = similarity_set(r.memory.content, counted.mmr_similarity)
+                sim, pick = max((jaccard(tokens, similarity_set(x.memory.content, counted.mmr_similarity)), x.memory.content)
                                 for x in with_mmr.items[:5])
                 highest.append(sim)
                 if len(highest) <= shown:

@@ -16,7 +16,7 @@ from esmem.domain.analysis import token_sets
 SIMILARITIES = ("words", "tokens", "cosine")  # cosine: over stored vectors (hybrid only)
 
 
-def similarity_set(text: str, similarity: str = "words") -> frozenset[str]:
+def similarity_set(text: str, similarity: str) -> frozenset[str]:
     """What Jaccard compares. "tokens": the index tokens, CJK unigrams and bigrams: a Chinese
     restatement shares more of them than of its bigrams alone, and the single characters two notes on
     different topics share (的, 了, 是...) stay under MMR's threshold. "words": stemmed words and CJK
