@@ -7,8 +7,9 @@ from datetime import timedelta
 import pytest
 
 from esmem.domain.merge import MergePolicy
-from esmem.domain.ranking import (RecallParams, epoch_ms, parse_duration, params_from_strings, parse_time, reference_score,
-                           template_overrides)
+from esmem.domain.periods import Period, as_param
+from esmem.domain.ranking import (RecallParams, epoch_ms, parse_duration, params_from_strings, parse_time, period_factor,
+                                  reference_score, template_overrides)
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError
@@ -50,15 +51,19 @@ def parity_store(engine, installed) -> MemoryStore:
 def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str) -> None:
     store = parity_store
     # every decay path: own half-lives, the default one, evergreen, never-decaying kinds
-    params = params_from_strings(RecallParams(mode=mode, mmr=False, question_penalty=0.6),
+    params = params_from_strings(RecallParams(mode=mode, mmr=False, question_penalty=0.6, period_boost=2.5),
                                  {"half_life": "30d", "hl.event": "60d", "hl.fact": "none"})
     assert sum(1 for h in _all(store) if h["asks"] > 0) > 50  # the question factor is exercised
     rng = random.Random(mode)
-    compared = 0
-    for _ in range(12):
+    compared = in_period = 0
+    for i in range(12):
         query = " ".join(rng.sample(WORDS, 3))
+        # every form of period: a month of a year, a month of every year, a whole year; none every third call
+        periods = () if i % 3 == 0 else tuple(rng.sample([Period(2025, rng.randint(1, 12)), Period(None, rng.randint(1, 12)),
+                                                          Period(2026, None), Period(2024, 12)], 2))
         tp = {"query": query, "namespace": "parity", "size": 500, "now": epoch_ms(NOW), **template_overrides(params),
-              "rescore_window": 500}  # fuse all 500 asked for (the default fuses the relevance top 100)
+              "rescore_window": 500,  # fuse all 500 asked for (the default fuses the relevance top 100)
+              **({"periods": as_param(periods)} if periods else {})}
         body = {"id": store.names.script("recall"), "params": tp}
         fused = store.engine.request("POST", f"/{store.alias}/_search/template", body, {"routing": "parity"})
         rel = store.engine.request("POST", f"/{store.alias}/_search/template",
@@ -67,10 +72,11 @@ def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str)
         hits = fused["hits"]["hits"]
         assert {h["_id"] for h in hits} == set(rels)
         for h in hits:
-            want = reference_score(rels[h["_id"]], h["_source"], params, NOW)
-            assert h["_score"] == pytest.approx(want, rel=1e-4, abs=1e-7), (h["_source"], rels[h["_id"]])
+            want = reference_score(rels[h["_id"]], h["_source"], params, NOW, periods)
+            assert h["_score"] == pytest.approx(want, rel=1e-4, abs=1e-7), (h["_source"], rels[h["_id"]], periods)
             compared += 1
-    assert compared >= 200
+            in_period += period_factor(h["_source"], periods, params) != 1
+    assert compared >= 200 and in_period >= 50
 
 
 def _all(store: MemoryStore) -> list[dict]:

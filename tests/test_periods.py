@@ -1,0 +1,86 @@
+"""Periods a query names: what counts as one (English, Chinese, ISO dates; a word that is also a month
+name is a month only next to a day, a year or a time preposition), and on the engine, a memory from
+the named period leads its equal from another month, with the factor in explain."""
+from __future__ import annotations
+
+import pytest
+
+from esmem.domain.merge import MergePolicy
+from esmem.domain.periods import Period, as_param, named_periods, parse_param
+from esmem.domain.ranking import RecallParams
+from esmem.domain.store import MemoryStore
+from esmem.domain.types import MemoryInput
+from esmem.errors import InvalidInput
+from esmem.values import parse_time
+
+pytestmark = pytest.mark.contract
+
+NOW = parse_time("2026-10-08T12:00:00Z")
+
+
+@pytest.mark.parametrize("query,want", [
+    ("When did Maria go camping in June?", "*-06"),
+    ("What did they paint in July 2023?", "2023-07"),
+    ("What did she show on October 13, 2023?", "2023-10"),
+    ("What did Gina find on 1 February, 2023?", "2023-02"),
+    ("the week before Aug. 3, 2022", "2022-08"),
+    ("Sept 2021 trip", "2021-09"),
+    ("How often did we meet in 2024?", "2024"),
+    ("deployed on 2025-03-07", "2025-03"),
+    ("in May and again in June", "*-05,*-06"),
+    ("since March", "*-03"),
+    ("2023年6月我们去了哪里", "2023-06"),
+    ("六月的会议说了什么", "*-06"),
+    ("十二月的账单", "*-12"),
+    ("2022年的计划", "2022"),
+])
+def test_a_named_period_is_found(query: str, want: str) -> None:
+    assert as_param(named_periods(query)) == want
+
+
+@pytest.mark.parametrize("query", [
+    "What may I eat before the run?", "Did you march with them?", "jan said hello", "call 555-2023-1234",
+    "order 120233 shipped", "what is the plan", "a 10 km run",
+])
+def test_a_word_or_number_that_is_no_period_names_none(query: str) -> None:
+    assert named_periods(query) == ()
+
+
+def test_the_template_form_round_trips_and_bad_forms_are_refused() -> None:
+    periods = (Period(2023, 6), Period(None, 12), Period(2021, None))
+    assert as_param(periods) == "2023-06,*-12,2021"
+    assert parse_param(as_param(periods)) == periods
+    for bad in ("", "*", "2023-13", "June", "23-06", "2023-06-07"):
+        with pytest.raises(InvalidInput):
+            parse_param(bad)
+    with pytest.raises(InvalidInput):
+        Period(None, None)
+
+
+@pytest.fixture
+def plain(make_store, installed) -> MemoryStore:
+    return make_store(installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
+
+
+def test_the_memory_from_the_named_month_leads_its_equal_from_another(plain: MemoryStore) -> None:
+    june = "We went camping by the lake with the kids."
+    august = "We went camping in the hills with the kids."
+    plain.remember_many([MemoryInput(june, "trips", kind="event", importance=3,
+                                     valid_from=parse_time("2026-06-20T10:00:00Z")),
+                         MemoryInput(august, "trips", kind="event", importance=3,
+                                     valid_from=parse_time("2026-08-20T10:00:00Z"))])
+    base = RecallParams(mmr=False, resolve=False, neighbour_prev=0.0, neighbour_next=0.0)
+    plain_order = [r.memory.content for r in plain.recall("went camping with the kids", "trips", 2, params=base,
+                                                          now=NOW, touch=False).items]
+    for query, first in (("When did we go camping with the kids in June?", june),
+                         ("When did we go camping with the kids in August 2026?", august)):
+        res = plain.recall(query, "trips", 2, params=base, now=NOW, touch=False)
+        assert res.items[0].memory.content == first, (query, plain_order)
+        assert res.items[0].period == base.period_boost and res.items[1].period == 1.0
+        off = plain.recall(query, "trips", 2, params=base.with_(period_boost=1.0), now=NOW, touch=False)
+        assert {r.period for r in off.items} == {1.0}
+        # explain: rel before the factor, the same as without it
+        by_content = {r.memory.content: r for r in off.items}
+        assert res.items[0].rel == pytest.approx(by_content[first].rel, rel=1e-4)
+    assert {r.period for r in plain.recall("went camping in 2025", "trips", 2, params=base, now=NOW,
+                                           touch=False).items} == {1.0}  # a period no memory is from
