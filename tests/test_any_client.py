@@ -187,7 +187,7 @@ HOSTILE = st.one_of(
 )
 PARAMS = ["query", "size", "now", "as_of", "kinds", "include_superseded", "mode", "w", "k", "c", "alpha", "beta",
           "gamma", "must_not_miss", "importance_floor", "must_not_miss_boost", "entity_boost", "min_importance",
-          "question_penalty", "compound_boost", "periods", "period_boost",
+          "question_penalty", "compound_boost", "periods", "period_boost", "asks_when", "when_boost",
           "half_life_intent", "half_life_fact", "rel_only", "rescore_window", "exhaustive"]
 
 

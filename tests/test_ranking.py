@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 
 from esmem.domain.merge import MergePolicy
-from esmem.domain.periods import Period, as_param
+from esmem.domain.when import Period, TimeCues
 from esmem.domain.ranking import (RecallParams, epoch_ms, parse_duration, params_from_strings, parse_time, period_factor,
-                                  reference_score, template_overrides)
+                                  reference_score, template_overrides, when_factor)
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
 from esmem.errors import ConfigError
@@ -27,6 +27,7 @@ def _random_corpus(rng: random.Random, n: int) -> list[MemoryInput]:
         words = rng.sample(WORDS, rng.randint(3, 9))
         cut = rng.randint(1, len(words))  # some memories ask: one or both of their sentences is a question
         text = " ".join(words[:cut]) + rng.choice([".", "?"]) + " " + " ".join(words[cut:]) + rng.choice(["", "?"])
+        text += rng.choice(["", "", "", " yesterday", " 上周", " on Friday"])  # some tell a time
         out.append(MemoryInput(
             content=text + f" m{i}", namespace="parity", kind=rng.choice(kinds),
             importance=rng.randint(1, 10), valid_from=NOW - timedelta(hours=rng.uniform(0, 24 * 720)),
@@ -51,19 +52,23 @@ def parity_store(engine, installed) -> MemoryStore:
 def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str) -> None:
     store = parity_store
     # every decay path: own half-lives, the default one, evergreen, never-decaying kinds
-    params = params_from_strings(RecallParams(mode=mode, mmr=False, question_penalty=0.6, period_boost=2.5),
+    params = params_from_strings(RecallParams(mode=mode, mmr=False, question_penalty=0.6, period_boost=2.5,
+                                              when_boost=1.7),
                                  {"half_life": "30d", "hl.event": "60d", "hl.fact": "none"})
     assert sum(1 for h in _all(store) if h["asks"] > 0) > 50  # the question factor is exercised
+    assert 50 < sum(1 for h in _all(store) if h["tells_time"]) < 200  # and the time a memory tells
     rng = random.Random(mode)
-    compared = in_period = 0
+    compared = in_period = timed = 0
     for i in range(12):
         query = " ".join(rng.sample(WORDS, 3))
-        # every form of period: a month of a year, a month of every year, a whole year; none every third call
+        # every form of period: a month of a year, a month of every year, a whole year; none every third
+        # call; asking when every other call
         periods = () if i % 3 == 0 else tuple(rng.sample([Period(2025, rng.randint(1, 12)), Period(None, rng.randint(1, 12)),
                                                           Period(2026, None), Period(2024, 12)], 2))
+        cues = TimeCues(periods, asks_when=i % 2 == 1)
         tp = {"query": query, "namespace": "parity", "size": 500, "now": epoch_ms(NOW), **template_overrides(params),
               "rescore_window": 500,  # fuse all 500 asked for (the default fuses the relevance top 100)
-              **({"periods": as_param(periods)} if periods else {})}
+              **cues.template_params()}
         body = {"id": store.names.script("recall"), "params": tp}
         fused = store.engine.request("POST", f"/{store.alias}/_search/template", body, {"routing": "parity"})
         rel = store.engine.request("POST", f"/{store.alias}/_search/template",
@@ -72,11 +77,12 @@ def test_engine_scores_equal_the_reference(parity_store: MemoryStore, mode: str)
         hits = fused["hits"]["hits"]
         assert {h["_id"] for h in hits} == set(rels)
         for h in hits:
-            want = reference_score(rels[h["_id"]], h["_source"], params, NOW, periods)
-            assert h["_score"] == pytest.approx(want, rel=1e-4, abs=1e-7), (h["_source"], rels[h["_id"]], periods)
+            want = reference_score(rels[h["_id"]], h["_source"], params, NOW, cues)
+            assert h["_score"] == pytest.approx(want, rel=1e-4, abs=1e-7), (h["_source"], rels[h["_id"]], cues)
             compared += 1
-            in_period += period_factor(h["_source"], periods, params) != 1
-    assert compared >= 200 and in_period >= 50
+            in_period += period_factor(h["_source"], cues, params) != 1
+            timed += when_factor(h["_source"], cues, params) != 1
+    assert compared >= 200 and in_period >= 50 and timed >= 50
 
 
 def _all(store: MemoryStore) -> list[dict]:

@@ -168,16 +168,19 @@ def test_a_bad_number_of_a_stored_script_is_a_400_naming_it(world, param: str, v
         assert json.loads(text)["error"]["caused_by"]["caused_by"]["type"] == "illegal_argument_exception"
 
 
-def test_a_bad_period_or_period_boost_is_a_400_naming_it(world) -> None:
+def test_a_bad_time_cue_or_its_boost_is_a_400_naming_it(world) -> None:
     url, prefix, _ = world
     calls = [("periods", {"periods": bad}) for bad in ("bob", "2023-13", "*", "20231-01", "2023-", "-06", "2023,x", "*-0")]
     calls += [("period_boost", {"periods": "*-01,2026", "period_boost": bad}) for bad in [*BAD_NUMBERS, "0.5"]]
+    calls += [("asks_when", {"asks_when": bad}) for bad in ("yes", "1", "TRUE", "{}")]
+    calls += [("when_boost", {"asks_when": True, "when_boost": bad}) for bad in [*BAD_NUMBERS, "0.5"]]
     for param, given in calls:
         status, text = http(url, f"/{prefix}-memories/_search/template", {"id": f"{prefix}-recall", "params": {
             "namespace": OWN, "query": "redis pin", **given}})
         assert status == 400 and f'"param {param} must' in text and not JAVA_FRAME.search(text), (given, text)
     status, text = http(url, f"/{prefix}-memories/_search/template", {"id": f"{prefix}-recall", "params": {
-        "namespace": OWN, "query": "redis pin", "periods": " 2026 , *-12,1999-01", "period_boost": "3"}})
+        "namespace": OWN, "query": "redis pin", "periods": " 2026 , *-12,1999-01", "period_boost": "3",
+        "asks_when": True, "when_boost": "2"}})
     assert status == 200 and json.loads(text)["hits"]["hits"], text
 
 

@@ -47,6 +47,7 @@ RECALL = {
     "neighbour_boost": "weight of a match on a conversation turn's neighbour text",
     "question_penalty": "a memory that asks keeps rel × (1 − question_penalty × the share of its text in questions)",
     "period_boost": "rel × period_boost for a memory from a month or year the query names (1: off)",
+    "when_boost": "rel × when_boost for a memory that tells a time when the query asks when (1: off)",
     "compound_boost": "weight of a compound matched as one word or two (`smartwatch` / `smart watch`, `e-mail`)",
     "neighbour_prev": "share of a candidate's relevance the turn before it inherits",
     "neighbour_next": "share of a candidate's relevance the turn after it (the reply) inherits",

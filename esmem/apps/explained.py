@@ -23,7 +23,7 @@ def result_json(res: RecallResult) -> dict[str, Any]:
     return {"query": res.query, "namespace": res.namespace, "now": iso(res.now),
             "items": [{**memory_json(r.memory), "score": r.score, "rel": r.rel, "recency": r.recency,
                        "importance_part": r.importance_part, "reheat": r.reheat, "mmr_penalty": r.mmr_penalty,
-                       "answer": r.answer, "period": r.period, "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
+                       "answer": r.answer, "period": r.period, "when": r.when, "rank_before_mmr": r.rank_before_mmr, "neighbour_of": r.neighbour_of,
                        "demoted_by": r.demoted_by, "terms": dict(r.terms),
                        "legs": {k: dict(v) for k, v in r.legs.items()}} for r in res.items],
             "recent": [memory_json(m) for m in res.recent], "pinned": [memory_json(m) for m in res.pinned],

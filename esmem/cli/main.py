@@ -334,7 +334,8 @@ def print_result(res: RecallResult, *, explain: bool) -> None:
             terms = "  ".join(f"{t}={v:.2f}" for t, v in sorted(r.terms.items(), key=lambda kv: -kv[1]))
             asking = f"  asks: rel x {r.answer:.2f}" if r.answer < 1 else ""
             dated = f"  from a period the query names: rel x {r.period:g}" if r.period != 1 else ""
-            out.print(f"  #{i} terms: {terms or '(no lexical match)'}{asking}{dated}")
+            timed = f"  tells a time the query asks for: rel x {r.when:g}" if r.when != 1 else ""
+            out.print(f"  #{i} terms: {terms or '(no lexical match)'}{asking}{dated}{timed}")
             if r.legs:  # hybrid recall: each leg's engine score and rank
                 out.print("     legs: " + "  ".join(f"{leg} #{int(v['rank'])} {v['score']:.4f}"
                                                      for leg, v in sorted(r.legs.items())))

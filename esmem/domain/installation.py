@@ -148,7 +148,8 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
         mode=script["mode"], half_life=None, kind_half_lives=hl,
         w=float(script["w"]), k=float(script["k"]), c=float(script["c"]), alpha=float(script["alpha"]),
         beta=float(script["beta"]), gamma=float(script["gamma"]), question_penalty=float(script["question_penalty"]),
-        period_boost=float(script.get("period_boost", 1.0)),  # installed without it: no period factor
+        period_boost=float(script.get("period_boost", 1.0)),  # installed without them: no time factors
+        when_boost=float(script.get("when_boost", 1.0)),
         must_not_miss=_mnm(out) is not None and _gate_on(mnm_bool["filter"][0]),
         importance_floor=float(mnm_bool["should"][1]["range"]["importance"]["gte"]),
         must_not_miss_boost=float(mnm["functions"][0]["script_score"]["script"]["params"]["must_not_miss_boost"]),

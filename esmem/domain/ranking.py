@@ -6,7 +6,7 @@ The engine computes, per memory matching the namespace/status/time filters:
           (imp >= floor) with no lexical match, must_not_miss_boost * imp / 10
     rel' = rel * (1 - question_penalty * asks)     asks: share of the memory's text that asks (questions.py)
                * period_boost                      if valid_from (UTC) falls in a period the query names
-                                                   (periods.py; 1 otherwise)
+                                                   (when.py; 1 otherwise)
     rec = 0.5 ** (|now - anchor_at| / half_life(kind))     (1 for evergreen and non-decaying kinds)
     multiply:  score = rel' * rec * (1 + c * imp)                                   (seed 003)
     blend:     score = sat(rel') * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)
@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from esmem.domain.fusion import FUSIONS, KNOBS, MODES
-from esmem.domain.periods import Period
+from esmem.domain.when import NO_CUES, TimeCues
 from esmem.errors import ConfigError
 from esmem.values import (KINDS, check_kind, epoch_ms, format_duration, parse_bool, parse_duration, parse_number,
                           parse_time)
@@ -44,7 +44,7 @@ DEFAULT_KIND_HALF_LIVES: Mapping[str, timedelta | None] = MappingProxyType({
 # Documented ranges (docs/reference/configuration.md): every numeric knob finite, half-lives 1s..100 years.
 MIN_HALF_LIFE, MAX_HALF_LIFE = timedelta(seconds=1), timedelta(days=36500)
 NUMERIC = ("c", "w", "k", "alpha", "beta", "gamma", "importance_floor", "must_not_miss_boost", "entity_boost",
-           "question_penalty", "period_boost", "compound_boost", "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
+           "question_penalty", "period_boost", "when_boost", "compound_boost", "neighbour_boost", "neighbour_prev", "neighbour_next", "pinned", "pinned_min_share",
            "resolve_overlap", "resolve_factor", "resolve_ratio",
            "min_importance", "window", "rescore_window", "mmr_lambda", "mmr_threshold", "recent_n", "rho")
 
@@ -74,7 +74,8 @@ class RecallParams:
     entity_boost: float = 1.0      # a speaker or subject named by the query (docs/concepts/ranking.md#who-said-it)
     compound_boost: float = 0.3    # a compound matched as two words or one ("smartwatch" / "smart watch")
     question_penalty: float = 0.6  # damps a memory that asks: rel * (1 - question_penalty * asks)
-    period_boost: float = 2.0      # raises a memory from a period the query names (esmem/domain/periods.py)
+    period_boost: float = 2.0      # raises a memory from a period the query names (esmem/domain/when.py)
+    when_boost: float = 1.5        # raises a memory that tells a time when the query asks when (esmem/domain/when.py)
     neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/domain/threads.py)
     neighbour_prev: float = 0.5    # share of a candidate's score its previous turn inherits
     neighbour_next: float = 0.8    # ... and its next turn (the reply)
@@ -119,7 +120,7 @@ class RecallParams:
                   ("resolve_overlap", 0 <= self.resolve_overlap <= 1), ("resolve_factor", 0 <= self.resolve_factor <= 1),
                   ("resolve_ratio", 0 <= self.resolve_ratio <= 100), ("entity_boost", 0 <= self.entity_boost <= 100),
                   ("question_penalty", 0 <= self.question_penalty <= 1),
-                  ("period_boost", 1 <= self.period_boost <= 100),
+                  ("period_boost", 1 <= self.period_boost <= 100), ("when_boost", 1 <= self.when_boost <= 100),
                   ("compound_boost", 0 <= self.compound_boost <= 100),
                   ("must_not_miss_boost", 0 <= self.must_not_miss_boost <= 100),
                   ("neighbour_boost", 0 <= self.neighbour_boost <= 100),
@@ -191,8 +192,8 @@ def params_from_strings(base: RecallParams, pairs: Mapping[str, str]) -> RecallP
 # are not template parameters; install keeps their defaults in a comment of the template.
 TEMPLATE_KNOBS = ("mode", *KNOBS, "must_not_miss", "importance_floor", "must_not_miss_boost", "entity_boost",
                   "min_importance", "include_superseded", "neighbour_boost", "rescore_window", "question_penalty",
-                  "period_boost", "compound_boost")
-FUSE_KNOBS = (*KNOBS, "question_penalty", "period_boost")  # the knobs of the stored `fuse` script: every mode's, then its own
+                  "period_boost", "when_boost", "compound_boost")
+FUSE_KNOBS = (*KNOBS, "question_penalty", "period_boost", "when_boost")  # the knobs of the stored `fuse` script: every mode's, then its own
 CLIENT_KNOBS = ("mmr", "mmr_lambda", "mmr_threshold", "recent_n", "rho", "neighbour_prev", "neighbour_next", "pinned",
                 "pinned_min_share", "resolve", "resolve_overlap", "resolve_factor",
                 "resolve_ratio", "mmr_similarity")
@@ -283,12 +284,22 @@ def answer_factor(doc: Mapping[str, Any], params: RecallParams) -> float:
     return 1.0 - params.question_penalty * _as_float32(float(doc.get("asks") or 0.0))
 
 
-def period_factor(doc: Mapping[str, Any], periods: tuple[Period, ...], params: RecallParams) -> float:
+def period_factor(doc: Mapping[str, Any], cues: TimeCues, params: RecallParams) -> float:
     """period_boost when the memory's valid_from (UTC) falls in one of the periods the query names, else 1."""
-    if not periods:
+    if not cues.periods:
         return 1.0
     t = parse_time(doc["valid_from"]).astimezone(timezone.utc)
-    return params.period_boost if any(p.holds(t.year, t.month) for p in periods) else 1.0
+    return params.period_boost if any(p.holds(t.year, t.month) for p in cues.periods) else 1.0
+
+
+def when_factor(doc: Mapping[str, Any], cues: TimeCues, params: RecallParams) -> float:
+    """when_boost when the query asks when and the memory tells a time (`tells_time`, stored at write time), else 1."""
+    return params.when_boost if cues.asks_when and doc.get("tells_time") else 1.0
+
+
+def time_factor(doc: Mapping[str, Any], cues: TimeCues, params: RecallParams) -> float:
+    """What the query's time cues multiply a memory's relevance by."""
+    return period_factor(doc, cues, params) * when_factor(doc, cues, params)
 
 
 def _as_float32(x: float) -> float:
@@ -297,10 +308,9 @@ def _as_float32(x: float) -> float:
 
 
 def reference_score(rel: float, doc: Mapping[str, Any], params: RecallParams, now: datetime,
-                    periods: tuple[Period, ...] = ()) -> float:
-    """The documented formula in plain Python, given the engine's relevance `rel` and the periods the
-    query names."""
-    rel = rel * answer_factor(doc, params) * period_factor(doc, periods, params)
+                    cues: TimeCues = NO_CUES) -> float:
+    """The documented formula in plain Python, given the engine's relevance `rel` and the query's time cues."""
+    rel = rel * answer_factor(doc, params) * time_factor(doc, cues, params)
     return fuse(rel, recency(doc, params, now), float(doc.get("importance", 1.0)), params)
 
 

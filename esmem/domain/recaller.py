@@ -14,7 +14,7 @@ from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.installation import installed_policy
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
-from esmem.domain.periods import Period, as_param, named_periods
+from esmem.domain.when import TimeCues, time_cues
 from esmem.domain.pinned import gate, is_pinned
 from esmem.domain.reheat import Reheater, backlog
 from esmem.domain.resolve import resolve
@@ -98,9 +98,8 @@ class Recaller:
                               **(ranking.template_overrides(explicit) if explicit else {})}
         if as_of_t is not None:
             tp["as_of"] = iso(as_of_t)
-        periods = named_periods(query)
-        if periods:
-            tp["periods"] = as_param(periods)
+        cues = time_cues(query)
+        tp.update(cues.template_params())
         if 0 < p.rescore_window < size:  # the fusion must reach every result asked for
             tp["rescore_window"] = size
         if p.mmr_similarity == "cosine":  # MMR compares the stored vectors: hits bring them
@@ -124,12 +123,12 @@ class Recaller:
             traced.set_attribute("esmem.candidates", len(responses[0]["hits"]["hits"]))
         with span("esmem.recall.rank") as traced:
             return self._ranked(query, namespace, k, p, now_t, as_of_t, touch, explain, fuse, size, responses,
-                                started, traced, periods)
+                                started, traced, cues)
 
     def _ranked(self, query: str, namespace: str, k: int, p: RecallParams, now_t: datetime,
                 as_of_t: datetime | None, touch: bool, explain: bool, fuse: Fusion | None, size: int,
                 responses: list[dict[str, Any]], started: float, traced: Any,
-                periods: tuple[Period, ...]) -> RecallResult:
+                cues: TimeCues) -> RecallResult:
         """The client stages after the engine's answer: pinned gate, same-topic resolve, neighbours,
         the kNN leg's fusion, MMR, recent-N, pinned section, reheat."""
         knn = responses.pop()["hits"]["hits"] if fuse and not fuse.lexical_only else None
@@ -147,14 +146,14 @@ class Recaller:
         if p.resolve and as_of_t is None:  # the older of two same-topic candidates under the newer (domain/resolve.py)
             resolved = resolve(hits, query, p.resolve_overlap, p.resolve_factor, p.resolve_ratio, rel)
             hits, demoted = resolved.hits, resolved.demoted_by
-        hits, raised = self._neighbours(hits, namespace, p, now_t, periods)
+        hits, raised = self._neighbours(hits, namespace, p, now_t, cues)
         if fuse and knn is not None:  # the client-side stages above work on the lexical leg; then the kNN leg joins
             if p.pinned:  # a pinned memory earns a ranked slot through the lexical gate only (the pinned section has it)
                 kept = {h["_id"] for h in hits}
                 knn = [h for h in knn if h["_id"] in kept or not is_pinned(h["_source"], p.importance_floor)]
             exhausted = len(responses[0]["hits"]["hits"]) < size
             hits = hybrid.fuse(hits, knn, fuse, exhausted)[:max(size, len(hits))]
-        items = self._rank(hits, k, p, now_t, periods, terms_by_id, raised, demoted)
+        items = self._rank(hits, k, p, now_t, cues, terms_by_id, raised, demoted)
         recent: tuple[Memory, ...] = ()
         if p.recent_n:
             chosen = {r.memory.id for r in items}
@@ -176,7 +175,7 @@ class Recaller:
                             (time.perf_counter() - started) * 1000, engine_ms, pinned)
 
     def _neighbours(self, hits: list[Mapping[str, Any]], namespace: str, p: RecallParams, now: datetime,
-                    periods: tuple[Period, ...]) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
+                    cues: TimeCues) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
         """Neighbour expansion (domain/threads.py): one more search, only when a candidate is a turn."""
         at = wanted(hits) if p.neighbour_prev or p.neighbour_next else []
         if not at:
@@ -186,12 +185,12 @@ class Recaller:
 
         # relevance before the memory's own factors: the reply to a turn that asks inherits its whole match
         done = expand(hits, resp["hits"]["hits"], p.neighbour_prev, p.neighbour_next,
-                      rel=lambda h: _undamped(_rel(h, p, now), h, p, periods),
-                      score=lambda h, r: ranking.fuse(r * _damping(h, p, periods), *_parts(h, p, now), p))
+                      rel=lambda h: _undamped(_rel(h, p, now), h, p, cues),
+                      score=lambda h, r: ranking.fuse(r * _damping(h, p, cues), *_parts(h, p, now), p))
         return done.hits, done.neighbour_of
 
     def _rank(self, hits: list[Mapping[str, Any]], k: int, p: RecallParams, now: datetime,
-              periods: tuple[Period, ...], terms_by_id: Mapping[str, Mapping[str, float]], raised: Mapping[str, str] = {},
+              cues: TimeCues, terms_by_id: Mapping[str, Mapping[str, float]], raised: Mapping[str, str] = {},
               demoted: Mapping[str, str] = {}) -> list[Recalled]:
         if not hits:
             return []
@@ -216,8 +215,9 @@ class Recaller:
             engine_score = float(h.get("_engine_score", h["_score"]))  # hybrid: a leg's score, not the fused one
             out.append(Recalled(
                 memory=Memory.from_hit(h["_id"], src), score=float(h["_score"]),
-                rel=_undamped(ranking.invert_rel(engine_score, rec, imp, p), h, p, periods), recency=rec,
-                answer=ranking.answer_factor(src, p), period=ranking.period_factor(src, periods, p),
+                rel=_undamped(ranking.invert_rel(engine_score, rec, imp, p), h, p, cues), recency=rec,
+                answer=ranking.answer_factor(src, p), period=ranking.period_factor(src, cues, p),
+                when=ranking.when_factor(src, cues, p),
                 importance_part=ranking.importance_part(imp, p),
                 reheat=ranking.reheat_factor(src, p, now), mmr_penalty=penalties[i], rank_before_mmr=i + 1,
                 terms=terms_by_id.get(h["_id"], {}), legs=h.get("_legs", {}), neighbour_of=raised.get(h["_id"]),
@@ -283,14 +283,14 @@ def _rel(h: Mapping[str, Any], p: RecallParams, now: datetime) -> float:
     return ranking.invert_rel(float(h["_score"]), *_parts(h, p, now), p)
 
 
-def _damping(h: Mapping[str, Any], p: RecallParams, periods: tuple[Period, ...]) -> float:
-    """What the engine multiplied a hit's relevance by: its answer factor and its period factor."""
-    return ranking.answer_factor(h["_source"], p) * ranking.period_factor(h["_source"], periods, p)
+def _damping(h: Mapping[str, Any], p: RecallParams, cues: TimeCues) -> float:
+    """What the engine multiplied a hit's relevance by: its answer factor and the query's time cues' factor."""
+    return ranking.answer_factor(h["_source"], p) * ranking.time_factor(h["_source"], cues, p)
 
 
-def _undamped(rel: float, h: Mapping[str, Any], p: RecallParams, periods: tuple[Period, ...]) -> float:
-    """A hit's relevance before the answer and period factors (0 when they make it 0)."""
-    factor = _damping(h, p, periods)
+def _undamped(rel: float, h: Mapping[str, Any], p: RecallParams, cues: TimeCues) -> float:
+    """A hit's relevance before the answer and time factors (0 when they make it 0)."""
+    factor = _damping(h, p, cues)
     return rel / factor if factor > 0 else 0.0
 
 

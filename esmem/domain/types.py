@@ -116,6 +116,7 @@ class Recalled:
     mmr_penalty: float = 0.0
     answer: float = 1.0  # the share of rel a memory that asks keeps: 1 - question_penalty * asks
     period: float = 1.0  # period_boost when the memory is from a period the query names, else 1
+    when: float = 1.0  # when_boost when the query asks when and the memory tells a time, else 1
     rank_before_mmr: int = 0
     terms: Mapping[str, float] = field(default_factory=dict)
     legs: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # hybrid: {leg: {score, rank}}

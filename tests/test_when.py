@@ -1,12 +1,13 @@
-"""Periods a query names: what counts as one (English, Chinese, ISO dates; a word that is also a month
-name is a month only next to a day, a year or a time preposition), and on the engine, a memory from
-the named period leads its equal from another month, with the factor in explain."""
+"""Time in a recall: the periods a query names (English, Chinese, ISO dates; a word that is also a month
+name is a month only next to a day, a year or a time preposition), a query that asks when, a memory
+that tells a time; on the engine, a memory from the named period leads its equal from another month,
+and a memory that tells a time leads its equal when the query asks when, each with its factor in explain."""
 from __future__ import annotations
 
 import pytest
 
 from esmem.domain.merge import MergePolicy
-from esmem.domain.periods import Period, as_param, named_periods, parse_param
+from esmem.domain.when import Period, as_param, asks_when, named_periods, parse_param, tells_time, time_cues
 from esmem.domain.ranking import RecallParams
 from esmem.domain.store import MemoryStore
 from esmem.domain.types import MemoryInput
@@ -57,6 +58,44 @@ def test_the_template_form_round_trips_and_bad_forms_are_refused() -> None:
         Period(None, None)
 
 
+@pytest.mark.parametrize("query", [
+    "When did Maria donate her car?", "when is my dentist appointment", "What year did they move?",
+    "Which day is the release?", "since when do you run", "How long ago was the outage?", "他什么时候搬家的",
+    "发布是哪天", "会议几点开始",
+])
+def test_a_query_that_asks_for_a_time(query: str) -> None:
+    assert asks_when(query)
+
+
+@pytest.mark.parametrize("query", [
+    "What should I do when the build fails?", "What did Maria donate?", "How do I retry a 429?", "构建失败时怎么办",
+])
+def test_when_as_a_conjunction_or_no_when_asks_for_no_time(query: str) -> None:
+    assert not asks_when(query)
+
+
+@pytest.mark.parametrize("text", [
+    "I donated my old car yesterday.", "We went hiking last weekend", "See you on Friday", "the call is at 5 pm",
+    "it opens at 9:30", "due on the 5th", "three weeks ago", "In May we moved", "back in 2019",
+    "我们上周去了", "三天前的事", "周五见", "6月搬家", "明天下午3点开会",
+])
+def test_a_memory_that_tells_a_time(text: str) -> None:
+    assert tells_time(text)
+
+
+@pytest.mark.parametrize("text", [
+    "I love pizza", "May I ask something?", "last time I checked it worked", "we just did it", "the 429 retry policy",
+    "我喜欢咖啡", "重试三次",
+])
+def test_a_memory_that_tells_no_time(text: str) -> None:
+    assert not tells_time(text)
+
+
+def test_the_cues_become_template_parameters_only_when_the_query_has_them() -> None:
+    assert time_cues("what is the plan").template_params() == {}
+    assert time_cues("When did we meet in June 2024?").template_params() == {"periods": "2024-06", "asks_when": True}
+
+
 @pytest.fixture
 def plain(make_store, installed) -> MemoryStore:
     return make_store(installed, merge=MergePolicy(enabled=False), clock=lambda: NOW)
@@ -84,3 +123,24 @@ def test_the_memory_from_the_named_month_leads_its_equal_from_another(plain: Mem
         assert res.items[0].rel == pytest.approx(by_content[first].rel, rel=1e-4)
     assert {r.period for r in plain.recall("went camping in 2025", "trips", 2, params=base, now=NOW,
                                            touch=False).items} == {1.0}  # a period no memory is from
+
+
+def test_when_asked_when_the_memory_that_tells_a_time_leads_its_equal(plain: MemoryStore) -> None:
+    told = "Maria donated her old car to the shelter yesterday."
+    untold = "Maria donated her old car to the shelter, it felt good."
+    plain.remember_many([MemoryInput(told, "cars", kind="event", importance=3, valid_from=NOW),
+                         MemoryInput(untold, "cars", kind="event", importance=3, valid_from=NOW)])
+    stored = {h["_source"]["content"]: h["_source"]["tells_time"] for h in plain.engine.request(
+        "POST", f"/{plain.alias}/_search", {"query": {"term": {"namespace": "cars"}}})["hits"]["hits"]}
+    assert stored == {told: True, untold: False}
+    base = RecallParams(mmr=False, resolve=False, neighbour_prev=0.0, neighbour_next=0.0)
+    asked = plain.recall("When did Maria donate her old car to the shelter?", "cars", 2, params=base, now=NOW, touch=False)
+    assert [r.memory.content for r in asked.items] == [told, untold]
+    assert [r.when for r in asked.items] == [base.when_boost, 1.0]
+    neutral = plain.recall("Maria donated her old car to the shelter, it felt good", "cars", 2, params=base, now=NOW,
+                           touch=False)
+    assert neutral.items[0].memory.content == untold and {r.when for r in neutral.items} == {1.0}
+    off = plain.recall("When did Maria donate her old car to the shelter?", "cars", 2,
+                       params=base.with_(when_boost=1.0), now=NOW, touch=False)
+    assert {r.when for r in off.items} == {1.0}
+    assert asked.items[0].rel == pytest.approx({r.memory.content: r for r in off.items}[told].rel, rel=1e-4)

@@ -1,20 +1,26 @@
-"""The calendar periods a query names ("in June", "on 7 July, 2023", "in 2022", "2023年6月", "六月").
+"""Time in a recall: the periods a query names, whether it asks when, and whether a memory tells a time.
 
-A question about a named time asks about what was said or true then: "What did Maria donate in
-December?" is answered by a memory from December, whatever other month's memory shares its words.
-The `recall` template raises the relevance of a memory whose `valid_from` (UTC) falls in a named
-period by `period_boost` (painless/fuse.painless; `esmem.domain.ranking.period_factor` is the Python
-reference). A period is a year and a month, either of which may be open: "June" matches June of every
-year, "2023" every month of 2023. A day narrows nothing (a conversation about the 7th often happens on
-the 8th); the month is the unit.
+- **Named periods** ("in June", "on 7 July, 2023", "in 2022", "2023年6月", "六月"): a question about a
+  named time asks about what was said or true then: "What did Maria donate in December?" is answered
+  by a memory from December, whatever other month's memory shares its words. The `recall` template
+  raises the relevance of a memory whose `valid_from` (UTC) falls in a named period by `period_boost`.
+  A period is a year and a month, either of which may be open: "June" matches June of every year,
+  "2023" every month of 2023. A day narrows nothing (a conversation about the 7th often happens on
+  the 8th); the month is the unit. The template takes them as one text parameter, `periods`:
+  comma-separated `YYYY-MM`, `*-MM` or `YYYY` - the form any client can send.
+- **Asking when** ("When did ...?", "what time", "which year", "什么时候", "哪天"): the answer is a
+  memory that tells a time ("yesterday", "last weekend", "on Friday", "in May", "3 pm", "上周",
+  "昨天"). The writer stores `tells_time`; the template, given `asks_when`, raises such a memory's
+  relevance by `when_boost`.
 
-The template takes the periods as one text parameter, `periods`: comma-separated `YYYY-MM`, `*-MM`
-or `YYYY` - the form any client can send.
+Both factors are applied in painless/fuse.painless; `esmem.domain.ranking.time_factor` is the Python
+reference.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from esmem.errors import InvalidInput
 
@@ -115,3 +121,53 @@ def parse_param(text: str) -> tuple[Period, ...]:
             raise InvalidInput(f"periods is a comma-separated list of YYYY-MM, *-MM or YYYY, got {text!r}")
         out.append(Period(None if m[1] == "*" else int(m[1]), int(m[2]) if m[2] else None))
     return tuple(out)
+
+
+# "when" asks only as a question word: followed by an auxiliary ("when did", "when is"), not as a
+# conjunction ("what to do when the build fails")
+_ASKS_WHEN = re.compile(
+    r"\bwhen\s+(?:did|do|does|is|was|were|will|would|are|am|has|have|had|can|could|should|shall)\b|"
+    r"\b(?:since|until|till) when\b|\bwhat (?:time|date|day|month|year)\b|"
+    r"\b(?:which|what) (?:day|date|month|year|week|weekend)\b|\bhow long ago\b|"
+    r"什么时候|什么时间|何时|哪天|哪一天|几号|几月|哪年|哪一年|哪个月|几点|多久以前|多久之前", re.IGNORECASE)
+_WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
+_TELLS_TIME = re.compile(
+    rf"\b(?:yesterday|today|tonight|tomorrow|ago|the other day|{_WEEKDAY}s?|weekends?|"
+    rf"(?:last|next|this|past|coming|previous)\s+(?:week|month|year|night|morning|afternoon|evening|summer|"
+    rf"winter|spring|fall|autumn)s?)\b|"
+    r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d\d\b|\b\d{1,2}(?:st|nd|rd|th)\b|"
+    r"昨天|今天|明天|前天|后天|今晚|昨晚|明晚|今早|上周|下周|本周|这周|上个?星期|下个?星期|上个月|下个月|这个月|本月|"
+    r"去年|今年|明年|前年|周[一二三四五六日末]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|\d{1,2}\s*[号日]|\d{1,2}\s*点|"
+    r"[0-9一二三四五六七八九十两几]+\s*(?:天|周|个星期|个月|年)(?:前|以前|之前)", re.IGNORECASE)
+
+
+def asks_when(query: str) -> bool:
+    """Whether the query asks for a time ("When did ...?", "what year", "什么时候")."""
+    return bool(_ASKS_WHEN.search(query))
+
+
+def tells_time(text: str) -> bool:
+    """Whether the text tells a time: a day word, a weekday, last/next week..., a month or a year, a
+    clock time or a day of the month, "… ago" (English and Chinese). Stored as `tells_time` at write time."""
+    return bool(_TELLS_TIME.search(text)) or bool(named_periods(text))
+
+
+@dataclass(frozen=True)
+class TimeCues:
+    """What a query says about time: the periods it names, and whether it asks when."""
+
+    periods: tuple[Period, ...] = ()
+    asks_when: bool = False
+
+    def template_params(self) -> dict[str, Any]:
+        """The `recall` template's parameters for these cues (none when the query says nothing of time)."""
+        return {**({"periods": as_param(self.periods)} if self.periods else {}),
+                **({"asks_when": True} if self.asks_when else {})}
+
+
+NO_CUES = TimeCues()
+
+
+def time_cues(query: str) -> TimeCues:
+    """The time cues of a query."""
+    return TimeCues(named_periods(query), asks_when(query))
