@@ -18,10 +18,11 @@ weight 0 is lexical esmem (no kNN search is sent). keep_top (on unless the model
 the kNN leg alone is right at rank 1 about half as often as BM25 on LoCoMo (P@1 0.20 vs 0.37), so it
 adds recall, not a new top-1; with e5-small-v2 the fused first hit is the better one (P@1 42.2 -> 45.1),
 so its model turns keep_top off (esmem/domain/embedding.py MODELS). The kNN leg brings
-knn_window (40) candidates. Chosen on LoCoMo with MiniLM (docs/results/hybrid.md), by one rule:
-the setting that keeps lexical P@1 and gains most R@5 + R@10, checked on even and odd conversations
-apart; weight 0.3 stayed the best weight (window 20: 0.2 gave +2.5 R@5 / +1.5 R@10, 0.4 +1.6 / +2.8); dividing each
-leg by its top score instead of min-max lost 4 points of R@5. MMR compares index tokens as in lexical recall
+knn_window (40) candidates. Chosen on LoCoMo (docs/results/hybrid.md), by one rule: the setting
+that keeps lexical P@1 and gains most R@5 + R@10, checked on other conversations; the weight is 0.15
+since the lexical leg learned to put answers first (0.3 before: with it MiniLM now lost R@5 against
+lexical recall, and e5 gained 1.8 points where 0.15 gains 2.5); dividing each leg by its top score
+instead of min-max lost 4 points of R@5. MMR compares index tokens as in lexical recall
 (mmr_similarity=cosine for the stored vectors). RRF is an option, not the default: it lost P@1 and
 recall against convex fusion in a side-by-side LoCoMo measurement.
 """
@@ -47,7 +48,7 @@ class Fusion:
     """How the two legs are combined."""
 
     method: str = "convex"
-    weight: float = 0.3   # the kNN leg's share (convex); 0 = lexical only, 1 = kNN only
+    weight: float = 0.15  # the kNN leg's share (convex); 0 = lexical only, 1 = kNN only
     rrf_k: int = 60
     keep_top: bool = True  # the lexical leg's best hit stays first: the fusion re-ranks below it
     knn_window: int = 40   # the kNN leg's candidates (at least the recall's window)
@@ -75,7 +76,7 @@ FUSION_KEYS = {"fusion": "method", "knn_weight": "weight", "rrf_k": "rrf_k", "ke
 
 
 def fusion_from_strings(base: Fusion, pairs: Mapping[str, str]) -> Fusion:
-    """`fusion=rrf`, `knn_weight=0.3`, `rrf_k=60`, `keep_top=false` (CLI --set / eval sweeps)."""
+    """`fusion=rrf`, `knn_weight=0.15`, `rrf_k=60`, `keep_top=false` (CLI --set / eval sweeps)."""
     changes: dict[str, Any] = {"method": base.method, "weight": base.weight, "rrf_k": base.rrf_k,
                                "keep_top": base.keep_top, "knn_window": base.knn_window}
     for key, raw in pairs.items():
