@@ -60,7 +60,8 @@ def test_the_template_form_round_trips_and_bad_forms_are_refused() -> None:
 
 @pytest.mark.parametrize("query", [
     "When did Maria donate her car?", "when is my dentist appointment", "What year did they move?",
-    "Which day is the release?", "since when do you run", "How long ago was the outage?", "他什么时候搬家的",
+    "Which day is the release?", "since when do you run", "How long ago was the outage?", "How long has she had the dog?",
+    "他什么时候搬家的",
     "发布是哪天", "会议几点开始",
 ])
 def test_a_query_that_asks_for_a_time(query: str) -> None:
@@ -77,6 +78,7 @@ def test_when_as_a_conjunction_or_no_when_asks_for_no_time(query: str) -> None:
 @pytest.mark.parametrize("text", [
     "I donated my old car yesterday.", "We went hiking last weekend", "See you on Friday", "the call is at 5 pm",
     "it opens at 9:30", "due on the 5th", "three weeks ago", "In May we moved", "back in 2019",
+    "we have had him for 3 years", "it took a few weeks",
     "我们上周去了", "三天前的事", "周五见", "6月搬家", "明天下午3点开会",
 ])
 def test_a_memory_that_tells_a_time(text: str) -> None:

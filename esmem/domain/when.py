@@ -128,7 +128,7 @@ def parse_param(text: str) -> tuple[Period, ...]:
 _ASKS_WHEN = re.compile(
     r"\bwhen\s+(?:did|do|does|is|was|were|will|would|are|am|has|have|had|can|could|should|shall)\b|"
     r"\b(?:since|until|till) when\b|\bwhat (?:time|date|day|month|year)\b|"
-    r"\b(?:which|what) (?:day|date|month|year|week|weekend)\b|\bhow long ago\b|"
+    r"\b(?:which|what) (?:day|date|month|year|week|weekend)\b|\bhow long\b|"
     r"什么时候|什么时间|何时|哪天|哪一天|几号|几月|哪年|哪一年|哪个月|几点|多久以前|多久之前", re.IGNORECASE)
 _WEEKDAY = r"(?:mon|tues|wednes|thurs|fri|satur|sun)day"
 _TELLS_TIME = re.compile(
@@ -136,6 +136,8 @@ _TELLS_TIME = re.compile(
     rf"(?:last|next|this|past|coming|previous)\s+(?:week|month|year|night|morning|afternoon|evening|summer|"
     rf"winter|spring|fall|autumn)s?)\b|"
     r"\b\d{1,2}(?::\d\d)?\s?(?:am|pm|a\.m\.|p\.m\.)(?!\w)|\b\d{1,2}:\d\d\b|\b\d{1,2}(?:st|nd|rd|th)\b|"
+    r"\b(?:\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|few|couple of|several)\s+(?:days?|weeks?|months?|"
+    r"years?|hours?|decades?)\b|"
     r"昨天|今天|明天|前天|后天|今晚|昨晚|明晚|今早|上周|下周|本周|这周|上个?星期|下个?星期|上个月|下个月|这个月|本月|"
     r"去年|今年|明年|前年|周[一二三四五六日末]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|\d{1,2}\s*[号日]|\d{1,2}\s*点|"
     r"[0-9一二三四五六七八九十两几]+\s*(?:天|周|个星期|个月|年)(?:前|以前|之前)", re.IGNORECASE)
