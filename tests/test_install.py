@@ -5,6 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from esmem.cli.main import cli
+from esmem.domain.derived import derived
 from esmem.domain.installation import artifacts, check, install
 from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
@@ -77,6 +78,32 @@ def test_migrate_reindexes_and_swaps_the_alias(engine: Engine, prefix: str, stor
     assert new != old and any("migrated" in c for c in migrated.created)
     doc = engine.request("GET", f"/{Names(prefix).alias}/_doc/x", params={"routing": "n"})
     assert doc["_source"]["content"] == "kept"
+    # written by hand without the fields the writer derives: the migration wrote them
+    assert (doc["_source"]["asks"], doc["_source"]["tells_time"]) == (0.0, False)
+    assert any("derived fields" in n and "for 1 memories" in n for n in migrated.notes)
+
+
+def test_memories_written_before_a_derived_field_get_it_once(engine: Engine, prefix: str) -> None:
+    install(engine, prefix)
+    store = MemoryStore(engine, prefix, merge=MergePolicy(enabled=False))
+    texts = ["Did you book the flight?", "I booked the flight yesterday.", "The flight is booked, see you soon."]
+    store.remember_many([MemoryInput(t, "n") for t in texts])
+    store.remember_many([MemoryInput(f"parcel {i} waits at dock {i % 7}", "m") for i in range(120)])
+    engine.request("POST", f"/{Names(prefix).alias}/_update_by_query", {  # as written before the fields existed
+        "query": {"term": {"namespace": "n"}}, "script": {"source": "ctx._source.remove('tells_time'); ctx._source.remove('asks')"}},
+        {"refresh": "true", "conflicts": "proceed"})
+    def sources() -> dict[str, dict]:
+        resp = engine.request("POST", f"/{Names(prefix).alias}/_search", {"query": {"term": {"namespace": "n"}}})
+        return {h["_source"]["content"]: h["_source"] for h in resp["hits"]["hits"]}
+
+    before = sources()
+    assert all("tells_time" not in src and "asks" not in src for src in before.values())
+    report = install(engine, prefix, migrate=True)
+    assert any("for 3 memories" in n for n in report.notes), report.notes
+    after = sources()
+    assert {t: (after[t]["asks"], after[t]["tells_time"]) for t in texts} == {t: tuple(derived(t).values()) for t in texts}
+    assert [after[t]["tells_time"] for t in texts] == [False, True, False] and after[texts[0]]["asks"] == 1.0
+    assert not any("derived fields" in n for n in install(engine, prefix, migrate=True).notes)  # nothing left
 
 
 def test_a_migration_of_many_scroll_batches_keeps_every_memory(engine: Engine, prefix: str,

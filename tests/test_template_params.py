@@ -28,9 +28,9 @@ pytestmark = pytest.mark.plain_http  # talks to the engine itself (urllib)
 
 OWN, OTHER = "alice", "bob"
 SECRET = "zebrasecret"  # a word only the other namespace's memories hold
-# Templates that span namespaces by design (the write path's, `esmem stats`' and the inspector's look-ups):
+# Templates that span namespaces by design (the write path's, `esmem stats`', the inspector's and the migration's look-ups):
 # names, counts, times and ids, or memories of the namespaces a list names. Checked for 500s and stack frames only.
-SPANNING = {"namespaces", "groups", "written_since", "overview"}
+SPANNING = {"namespaces", "groups", "written_since", "overview", "underived"}
 JAVA_FRAME = re.compile(r"\bat (?:org|java|jdk|com|sun)\.[\w.$]+\(|java\.base/|\.java:\d+\)")
 MUSTACHE_NAME = re.compile(r"\{\{[#^/]?\s*([A-Za-z_][\w.]*)\s*\}\}")
 

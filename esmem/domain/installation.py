@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Mapping
 
+from esmem.domain import derived
 from esmem.domain.fusion import MODES
 from esmem.domain.merge import MergePolicy
 from esmem.domain.ranking import CLIENT_KNOBS, RecallParams, default_values, template_variables
 from esmem.errors import NotInstalled
 from esmem.index import install as index
+from esmem.index.catalog import Catalog
 from esmem.index.engine import Engine
 from esmem.index.install import KEEP, Artifact, InstallReport, Keep, Names, TemplateDefaults, installed_script
 from esmem.values import KINDS
@@ -50,9 +52,15 @@ def install(engine: Engine, prefix: str = "esmem", *, migrate: bool = False, sha
     (a policy's RecallParams, default esmem's) become the defaults of the stored templates.
     `embedding` ({"name", "dimensions"}; None = lexical only; default: keep the live index's) sizes
     the vector field; changing it is a mapping change (`migrate`), which drops the old vectors:
-    re-embed them with `esmem embed` (esmem.hybrid.reembed)."""
-    return index.install(engine, prefix, template_defaults(params, evergreen_kinds), migrate=migrate,
-                         shards=shards, replicas=replicas, embedding=embedding)
+    re-embed them with `esmem embed` (esmem.hybrid.reembed). With `migrate`, memories written before
+    a field the writer derives from their content get it (esmem.domain.derived.fill)."""
+    report = index.install(engine, prefix, template_defaults(params, evergreen_kinds), migrate=migrate,
+                           shards=shards, replicas=replicas, embedding=embedding)
+    if migrate:
+        filled = derived.fill(Catalog(engine, prefix))
+        if filled:
+            report.notes.append(f"derived fields (asks, tells_time) written for {filled} memories written before them")
+    return report
 
 
 def check(engine: Engine, prefix: str = "esmem", *, params: RecallParams | None = None,

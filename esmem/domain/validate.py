@@ -14,8 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from esmem.domain.embedding import quantize
 from esmem.domain.pinned import check_applies_to
-from esmem.domain.questions import asks
-from esmem.domain.when import tells_time
+from esmem.domain.derived import derived
 from esmem.domain.threads import thread_fields
 from esmem.domain.types import MemoryInput
 from esmem.errors import InvalidInput
@@ -185,8 +184,7 @@ def document(item: MemoryInput, now: datetime, limits: Limits) -> tuple[str, dic
         "importance_rule": None if item.importance is None else "given",
         "valid_from": iso(valid_from), "recorded_at": iso(now), "anchor_at": epoch_ms(valid_from),
         "status": "active", "access_count": 0, "restated_count": 0, "entities": entities,
-        "source": item.source, "evergreen": item.evergreen, "asks": asks(content),
-        "tells_time": tells_time(content),
+        "source": item.source, "evergreen": item.evergreen, **derived(content),
     }
     if item.metadata is not None:
         if not isinstance(item.metadata, Mapping):
