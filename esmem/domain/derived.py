@@ -11,7 +11,6 @@ from typing import Any, Callable
 
 from esmem.domain.questions import asks
 from esmem.domain.when import tells_time
-from esmem.errors import EngineError
 from esmem.index.catalog import Catalog, Search
 
 
@@ -23,19 +22,5 @@ def derived(content: str) -> dict[str, Any]:
 def fill(catalog: Catalog, *, batch_size: int = 500, progress: Callable[[int, int], None] | None = None) -> int:
     """Write the derived fields of every memory that lacks them; returns how many were written."""
     catalog.refresh()
-    done, total = 0, 0
-    for page in catalog.scroll(Search("underived", {"size": batch_size}), batch_size):
-        hits = page["hits"]["hits"]
-        total = total or int(page["hits"]["total"]["value"])
-        if not hits:
-            break
-        outcomes = catalog.update_fields([(h["_source"]["namespace"], h["_id"], derived(h["_source"]["content"]))
-                                          for h in hits])
-        errors = [o["error"] for o in outcomes if o.get("error")]
-        if errors:
-            raise EngineError(f"writing derived fields failed: {errors[0]}")
-        done += len(hits)
-        if progress:
-            progress(done, total)
-    catalog.refresh()
-    return done
+    return catalog.update_each(Search("underived", {"size": batch_size}), batch_size,
+                               lambda hits: [derived(h["_source"]["content"]) for h in hits], progress)

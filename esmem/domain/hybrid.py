@@ -198,23 +198,10 @@ def reembed(engine: Engine, prefix: str, embedder: Embedder, *, every: bool = Fa
     own writes do not move it)."""
     catalog = Catalog(engine, prefix)
     Semantic(catalog, embedder).check()  # the index must be built for this embedder
-    done, total = 0, 0
-    for page in catalog.scroll(Search("unembedded", {"size": batch_size, "every": every}), batch_size):
-        hits = page["hits"]["hits"]
-        total = total or int(page["hits"]["total"]["value"])
-        if not hits:
-            break
-        vectors = embed_checked(embedder, [h["_source"]["content"] for h in hits])
-        outcomes = catalog.update_fields([(h["_source"]["namespace"], h["_id"], {"embedding": quantize(v)})
-                                          for h, v in zip(hits, vectors)])
-        errors = [o["error"] for o in outcomes if o.get("error")]
-        if errors:
-            raise ConfigError(f"re-embedding failed: {errors[0]}")
-        done += len(hits)
-        if progress:
-            progress(done, total)
-    catalog.refresh()
-    return done
+
+    def vectors(hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{"embedding": quantize(v)} for v in embed_checked(embedder, [h["_source"]["content"] for h in hits])]
+    return catalog.update_each(Search("unembedded", {"size": batch_size, "every": every}), batch_size, vectors, progress)
 
 
 def embedder_for(engine: Engine, prefix: str) -> Embedder | None:

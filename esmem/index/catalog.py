@@ -8,7 +8,7 @@ this memory", never for `POST /x/_msearch/template`. Per-item failures (a failed
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 from urllib.parse import quote
 
 from esmem.errors import EngineError, InvalidInput, NotFound
@@ -187,6 +187,29 @@ class Catalog:
             actions += [{"update": {"_index": self.alias, "_id": doc_id, "routing": ns, "retry_on_conflict": 3}},
                         {"doc": dict(fields)}]
         return [item["update"] for item in self.engine.bulk(actions)["items"]]
+
+    def update_each(self, s: Search, page: int, fields: Callable[[list[dict[str, Any]]], Sequence[Mapping[str, Any]]],
+                    progress: Callable[[int, int], None] | None = None) -> int:
+        """Partial updates of every hit of a stored template (hits carrying `namespace`), a page at a
+        time: `fields` gives each hit of a page its new fields. The pages come from a scroll, a snapshot
+        these writes do not move; a failed update stops the pass (EngineError). Returns how many were
+        updated, refreshed."""
+        done, total = 0, 0
+        for resp in self.scroll(s, page):
+            hits = resp["hits"]["hits"]
+            total = total or int(resp["hits"]["total"]["value"])
+            if not hits:
+                break
+            outcomes = self.update_fields([(h["_source"]["namespace"], h["_id"], f)
+                                           for h, f in zip(hits, fields(hits), strict=True)])
+            errors = [o["error"] for o in outcomes if o.get("error")]
+            if errors:
+                raise EngineError(f"updating the hits of {s.template} failed: {errors[0]}")
+            done += len(hits)
+            if progress:
+                progress(done, total)
+        self.refresh()
+        return done
 
     def set_fields(self, namespace: str, doc_id: str, changes: Mapping[str, Any]) -> None:
         """A partial update of one memory, refreshed (restore / undo of a merge)."""
