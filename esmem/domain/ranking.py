@@ -6,7 +6,8 @@ The engine computes, per memory matching the namespace/status/time filters:
           (imp >= floor) with no lexical match, must_not_miss_boost * imp / 10
     rel' = rel * (1 - question_penalty * asks)     asks: share of the memory's text that asks (questions.py)
                * period_boost                      if valid_from (UTC) falls in a period the query names
-                                                   (when.py; 1 otherwise)
+               * when_boost                        if the query asks when and the memory tells a time
+                                                   (when.py; each 1 otherwise)
     rec = 0.5 ** (|now - anchor_at| / half_life(kind))     (1 for evergreen and non-decaying kinds)
     multiply:  score = rel' * rec * (1 + c * imp)                                   (seed 003)
     blend:     score = sat(rel') * (1 - w) + rec * w,     sat(x) = x / (x + k)      (seed 000)

@@ -14,11 +14,11 @@ from esmem.domain.analysis import truncate_query
 from esmem.domain.hybrid import Fusion, Semantic
 from esmem.domain.installation import installed_policy
 from esmem.domain.mmr import cosine, jaccard, mmr, similarity_set
-from esmem.domain.when import TimeCues, time_cues
 from esmem.domain.pinned import gate, is_pinned
 from esmem.domain.reheat import Reheater, backlog
 from esmem.domain.resolve import resolve
 from esmem.domain.threads import expand, wanted
+from esmem.domain.when import TimeCues, time_cues
 from esmem.domain.ranking import RecallParams
 from esmem.domain.types import Memory, Recalled, RecallResult
 from esmem.domain.lookup import MAX_QUERY_TERMS
