@@ -4,8 +4,12 @@ that tells a time; on the engine, a memory from the named period leads its equal
 and a memory that tells a time leads its equal when the query asks when, each with its factor in explain."""
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from click.testing import CliRunner
+
+from esmem.cli.main import cli
 from esmem.domain.merge import MergePolicy
 from esmem.domain.when import Period, as_param, asks_when, named_periods, parse_param, tells_time, time_cues
 from esmem.domain.ranking import RecallParams
@@ -146,3 +150,19 @@ def test_when_asked_when_the_memory_that_tells_a_time_leads_its_equal(plain: Mem
                        params=base.with_(when_boost=1.0), now=NOW, touch=False)
     assert {r.when for r in off.items} == {1.0}
     assert asked.items[0].rel == pytest.approx({r.memory.content: r for r in off.items}[told].rel, rel=1e-4)
+
+
+def test_explain_names_each_time_factor_in_the_cli_and_in_json(plain: MemoryStore) -> None:
+    plain.remember_many([MemoryInput("Maria moved the book club to Thursdays yesterday.", "club", kind="event",
+                                     importance=3, valid_from=parse_time("2026-06-20T10:00:00Z")),
+                         MemoryInput("Maria runs the book club at the library.", "club", kind="event",
+                                     importance=3, valid_from=parse_time("2026-08-20T10:00:00Z"))])
+    base = ["--url", plain.engine.url, "--prefix", plain.names.prefix, "recall",
+            "When did Maria move the book club in June?", "-n", "club", "-k", "2", "--now", "2026-10-08T12:00:00Z"]
+    text = CliRunner().invoke(cli, [*base, "--explain"])
+    assert text.exit_code == 0, text.output
+    assert "from a period the query names: rel x 2" in text.output
+    assert "tells a time the query asks for: rel x 1.5" in text.output
+    as_json = CliRunner().invoke(cli, [*base, "--json"])
+    items = json.loads(as_json.stdout)["items"]
+    assert [(i["period"], i["when"]) for i in items] == [(2.0, 1.5), (1.0, 1.0)]
