@@ -111,18 +111,6 @@ def as_param(periods: tuple[Period, ...]) -> str:
     return ",".join(p.text for p in periods)
 
 
-def parse_param(text: str) -> tuple[Period, ...]:
-    """The periods a `periods` template parameter names (the inverse of `as_param`); InvalidInput
-    for anything else."""
-    out = []
-    for part in (t.strip() for t in text.split(",")):
-        m = re.fullmatch(r"(\d{4}|\*)(?:-(\d{1,2}))?", part)
-        if not m or (m[1] == "*" and m[2] is None):
-            raise InvalidInput(f"periods is a comma-separated list of YYYY-MM, *-MM or YYYY, got {text!r}")
-        out.append(Period(None if m[1] == "*" else int(m[1]), int(m[2]) if m[2] else None))
-    return tuple(out)
-
-
 # "when" asks only as a question word: followed by an auxiliary ("when did", "when is"), not as a
 # conjunction ("what to do when the build fails")
 _ASKS_WHEN = re.compile(
