@@ -204,7 +204,8 @@ def test_the_python_client_raises_invalid_parameter_naming_it(world) -> None:
 
 
 @pytest.mark.parametrize("template,section", [("recall", "exhaustive"), ("recall", "rel_only"), ("recall", "as_of"),
-                                              ("recall", "must_not_miss"), ("recall", "kinds"), ("stats", "namespace"),
+                                              ("recall", "must_not_miss"), ("recall", "kinds"), ("recall", "min_importance"),
+                                              ("stats", "namespace"),
                                               ("count", "namespace"), ("recent", "as_of"), ("lookup", "after_seq_no")])
 def test_a_section_on_an_object_does_not_choose_the_namespace(world, template: str, section: str) -> None:
     url, prefix, _ = world
@@ -217,6 +218,31 @@ def test_a_section_on_an_object_does_not_choose_the_namespace(world, template: s
         assert status in (200, 400) and SECRET not in text, (value, text[:400])
         if status == 200 and section == "namespace":
             assert json.loads(text)["hits"]["total"]["value"] == 0
+
+
+def test_min_importance_filters_only_the_calls_that_give_it(world) -> None:
+    """Every memory holds an importance of 1 to 10, so the default call renders no importance range;
+    a call's min_importance still leaves out the memories below it, and the same memories pass either way."""
+    url, prefix, _ = world
+
+    def recalled(**extra: str) -> set[str]:
+        status, text = http(url, f"/{prefix}-memories/_search/template",
+                            {"id": f"{prefix}-recall", "params": {"namespace": OWN, "query": "cache", **extra}})
+        assert status == 200, text[:400]
+        return {h["_source"]["content"] for h in json.loads(text)["hits"]["hits"]}
+
+    def ranges(**extra: str) -> list[Any]:
+        status, text = http(url, "/_render/template", {"id": f"{prefix}-recall", "params": {"namespace": OWN, **extra}})
+        assert status == 200, text[:400]
+        filters = json.loads(text)["template_output"]["query"]["bool"]["filter"]
+        return [f["range"]["importance"] for f in filters if "importance" in f.get("range", {})]
+
+    note, code = f"{OWN} pin note about the cache", f"{OWN} pin code is 1234 redis cache"
+    assert ranges() == [] and ranges(min_importance="3") == [{"gte": "3"}]
+    assert recalled() == recalled(min_importance="1") == recalled(min_importance="2") == {note, code}
+    assert recalled(min_importance="3") == {code}
+    assert http(url, f"/{prefix}-memories/_search/template", {"id": f"{prefix}-recall", "params": {
+        "namespace": OWN, "query": "cache", "min_importance": "lots"}})[0] == 400
 
 
 TAG = re.compile(r"\{\{([#^/]?)\s*([^}]*?)\s*\}\}")

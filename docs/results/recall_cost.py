@@ -1,7 +1,8 @@
 """Where the stored recall template's time goes against the BM25 floor, at N memories, interleaved.
 
 Builds the bench corpus under a throwaway prefix (no merge), then times, per query and in rotating order:
-the floor (`bm25`, 20 hits), the recall template as any client calls it, the same with `rel_only`
+the floor (`bm25`, 20 hits), the recall template as any client calls it, the same with `min_importance=1`
+(the importance range the default call leaves out: the same hits, every memory holds 1 or more), with `rel_only`
 (the relevance query and its filters, no fusion), with `rescore_window=50` (the fusion over 50
 hits instead of 100) and with `exhaustive` (every match fused in the query phase, no rescore). Then the
 body the engine renders for the default call, taken apart (sent to `_search`; these change the ranking
@@ -76,6 +77,7 @@ def main(url: str, size: int, passes: int) -> None:
             body["rescore"]["query"]["rescore_query"]["function_score"]["functions"] = [{"weight": 1}]
 
         calls = {"floor (bm25, 20 hits)": call("bm25", {"size": "20"}), "recall": call("recall", {}),
+                 "recall, min_importance 1": call("recall", {"min_importance": "1"}),
                  "recall, rel_only": call("recall", {"rel_only": "true"}),
                  "recall, rescore_window 50": call("recall", {"rescore_window": "50"}),
                  "recall, exhaustive": call("recall", {"exhaustive": True}),

@@ -164,7 +164,8 @@ def _parse_rendered(out: dict[str, Any], client: dict[str, Any],
         entity_boost=float(lexical[1]["match"]["entities.text"]["boost"]),
         neighbour_boost=float(lexical[2]["match"]["neighbours"]["boost"]),
         compound_boost=float(lexical[3]["match"]["content.joined"]["boost"]),
-        min_importance=float(flt[3]["range"]["importance"]["gte"]),
+        min_importance=next((float(f["range"]["importance"]["gte"]) for f in flt if "importance" in f.get("range", {})),
+                            1.0),  # no range: the floor, every importance passes
         window=int(out["size"]), kinds=kinds or None, rescore_window=int(rescore["window_size"]) if rescore else 0,
         include_superseded=_gate_on(flt[1]["bool"]["should"][1]),
         **{k: client[k] for k in CLIENT_KNOBS if k in client})
