@@ -7,7 +7,8 @@ client is a thread that calls as fast as it is answered for a fixed time. Per pa
 the remember clients alone, the recall clients alone, then both at once, each phase on every path back
 to back (after an unreported warm-up: the ingest's segment merges settle first); the library path uses one
 `MemoryStore` per client thread (a store takes one write at a time), the HTTP path an `esmem serve`
-process on a free port of 127.0.0.1 and one keep-alive httpx connection per client. A third path is the
+process on a free port of 127.0.0.1 and one keep-alive connection per client (urllib3, the HTTP library
+of the engine clients: an httpx client took 0.3 to 0.4 ms more a recall, docs/results/serve-overhead.txt). A third path is the
 library with `recall(..., touch=False)`: what the recalls' reheat write-backs cost, side by side (each
 write-back re-indexes the whole memory document). With `recalls_in_flight`, the library and serve paths
 run once more with that many recalls of the process in the engine at once (esmem/index/admission.py).
@@ -29,6 +30,9 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
+from urllib.parse import urlsplit
+
+import orjson
 
 from esmem.apps.bench import Probe, generate, make_queries
 from esmem.apps.timing import percentiles
@@ -107,26 +111,29 @@ class Library(Clients):
 
 class Http(Clients):
     def __init__(self, url: str, token: str):
-        import httpx
+        import urllib3
 
-        self.httpx, self.url, self.token = httpx, url, token
+        address = urlsplit(url)
+        self.urllib3, self.host, self.port = urllib3, address.hostname or "127.0.0.1", address.port
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
 
     def client(self) -> Any:
-        return self.httpx.Client(base_url=self.url, timeout=120, headers={"Authorization": f"Bearer {self.token}"})
+        return self.urllib3.HTTPConnectionPool(self.host, self.port, maxsize=1, timeout=120)
 
-    def _ok(self, response: Any) -> None:
-        if response.status_code != 200:
-            raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
+    def _post(self, client: Any, path: str, body: dict[str, Any]) -> None:
+        response = client.urlopen("POST", path, body=orjson.dumps(body), headers=self.headers)
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {response.data[:200]!r}")
 
     def remember(self, client: Any, memory: MemoryInput) -> None:
         body: dict[str, Any] = {"content": memory.content, "kind": memory.kind, "importance": memory.importance,
                                 "entities": list(memory.entities)}
         if memory.valid_from is not None:
             body["valid_from"] = iso(memory.valid_from) if isinstance(memory.valid_from, datetime) else memory.valid_from
-        self._ok(client.post(f"/v1/namespaces/{memory.namespace}/memories", json=body))
+        self._post(client, f"/v1/namespaces/{memory.namespace}/memories", body)
 
     def recall(self, client: Any, probe: Probe, k: int) -> None:
-        self._ok(client.post(f"/v1/namespaces/{probe.namespace}/recall", json={"query": probe.text, "k": k}))
+        self._post(client, f"/v1/namespaces/{probe.namespace}/recall", {"query": probe.text, "k": k})
 
     def close(self, client: Any) -> None:
         client.close()

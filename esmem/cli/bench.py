@@ -116,7 +116,7 @@ def targets_table(report: Mapping[str, Any]) -> Table:
                    "(interleaved, one run; the ratio), then retention dry run and apply timed on the index with history.")
 @click.option("--mixed", is_flag=True, help="Instead, recall and remember clients at once on the first size's memories in "
               "one namespace, through the library (with and without reheat: touch=False) and through `esmem serve` "
-              "(needs esmem[serve] and httpx).")
+              "(needs esmem[serve]).")
 @click.option("--recall-clients", type=click.IntRange(1, 256), default=16, show_default=True,
               help="With --mixed: client threads that recall.")
 @click.option("--remember-clients", type=click.IntRange(1, 256), default=4, show_default=True,
@@ -260,9 +260,9 @@ def bench_mixed(ctx: click.Context, size: int, recalls: int, remembers: int, sec
 
     if serve:
         try:
-            import fastapi, httpx, uvicorn  # noqa: F401, E401 - checked before the run, not after the library path
+            import fastapi, uvicorn  # noqa: F401, E401 - checked before the run, not after the library path
         except ImportError:
-            fail("the serve path of --mixed needs esmem[serve] and httpx (or pass --library-only)")
+            fail("the serve path of --mixed needs esmem[serve] (or pass --library-only)")
     try:
         with err.status("bench") as status:
             report = run_mixed(_engine(ctx), ctx.obj["prefix"], size=size, recalls=recalls, remembers=remembers,
