@@ -16,9 +16,7 @@ to the floor.
 from __future__ import annotations
 
 import copy
-import statistics
 import sys
-import time
 from typing import Any, Callable
 
 from esmem.apps import bench
@@ -37,29 +35,27 @@ def main(url: str, size: int, passes: int) -> None:
         bench.ingest(engine, prefix, corpus.inputs(), MergePolicy(enabled=False), lambda n: None)
         engine.request("POST", f"/{prefix}-memories/_refresh")
 
-        def call(template: str, extra: dict[str, Any]) -> Callable[[bench.Probe], float]:
-            def timed(q: bench.Probe) -> float:
-                started = time.perf_counter()
+        def call(template: str, extra: dict[str, Any]) -> Callable[[bench.Probe], bench.Timings]:
+            def timed(q: bench.Probe) -> bench.Timings:
                 engine.request("POST", f"/{prefix}-memories/_search/template",
                                {"id": f"{prefix}-{template}", "params": {"namespace": q.namespace, "query": q.text, **extra}},
                                {"routing": q.namespace})
-                return (time.perf_counter() - started) * 1000
+                return {}
             return timed
 
         queries = bench.make_queries(corpus, 230, 0)
         rendered = {q: engine.request("POST", "/_render/template", {"id": f"{prefix}-recall", "params": {
             "namespace": q.namespace, "query": q.text}})["template_output"] for q in queries}
 
-        def altered(change: Callable[[dict[str, Any]], None]) -> Callable[[bench.Probe], float]:
+        def altered(change: Callable[[dict[str, Any]], None]) -> Callable[[bench.Probe], bench.Timings]:
             bodies = {}
             for q, body in rendered.items():
                 bodies[q] = copy.deepcopy(body)
                 change(bodies[q])
 
-            def timed(q: bench.Probe) -> float:
-                started = time.perf_counter()
+            def timed(q: bench.Probe) -> bench.Timings:
                 engine.request("POST", f"/{prefix}-memories/_search", bodies[q], {"routing": q.namespace})
-                return (time.perf_counter() - started) * 1000
+                return {}
             return timed
 
         def content_clause_only(body: dict[str, Any]) -> None:
@@ -85,19 +81,10 @@ def main(url: str, size: int, passes: int) -> None:
                  "rel_only, namespace filter only": altered(namespace_filter_only),
                  "rescore over match_all": altered(rescore_match_all),
                  "rescore without the script": altered(rescore_no_script)}
-        names = list(calls)
-        for q in queries[200:]:  # warm-up
-            for name in names:
-                calls[name](q)
-        wall: dict[str, list[float]] = {name: [] for name in names}
-        for _ in range(passes):
-            for i, q in enumerate(queries[:200]):
-                for name in names[i % len(names):] + names[:i % len(names)]:
-                    wall[name].append(calls[name](q))
-        floor = statistics.median(wall[names[0]])
-        for name in names:
-            p50 = statistics.median(wall[name])
-            print(f"{name:32s} p50 {p50:5.2f} ms  {p50 / floor:.2f}x the floor")
+        timed = bench.measure(calls, list(queries[:200]) * passes, queries[200:])
+        floor = timed[next(iter(calls))]["p50"]
+        for name, row in timed.items():
+            print(f"{name:32s} p50 {row['p50']:5.2f} ms  {row['p50'] / floor:.2f}x the floor")
     finally:
         uninstall(engine, prefix)
 

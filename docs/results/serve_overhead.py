@@ -10,10 +10,7 @@ connection. Prints each path's p50 client wall time and what it adds to the libr
 """
 from __future__ import annotations
 
-import statistics
 import sys
-import time
-from typing import Callable
 
 import httpx
 import orjson
@@ -46,33 +43,25 @@ def main(url: str, size: int, passes: int) -> None:
         client = httpx.Client(base_url=served.url, headers=headers, timeout=60)
         path = f"/v1/namespaces/{namespace}/recall"
 
-        def via_urllib3(q: bench.Probe) -> None:
+        def via_urllib3(q: bench.Probe) -> bench.Timings:
             response = pool.urlopen("POST", path, body=orjson.dumps({"query": q.text, "k": 5}), headers=headers)
             assert response.status == 200, response.data[:200]
+            return {}
 
-        def via_httpx(q: bench.Probe) -> None:
+        def via_httpx(q: bench.Probe) -> bench.Timings:
             response = client.post(path, json={"query": q.text, "k": 5})
             assert response.status_code == 200, response.text[:200]
+            return {}
 
-        calls: dict[str, Callable[[bench.Probe], object]] = {
-            "library": lambda q: store.recall(q.text, namespace, 5, touch=False),
-            "serve, urllib3 client": via_urllib3, "serve, httpx client": via_httpx}
-        names = list(calls)
-        for q in queries[200:]:  # warm-up
-            for name in names:
-                calls[name](q)
-        wall: dict[str, list[float]] = {name: [] for name in names}
-        for _ in range(passes):
-            for i, q in enumerate(queries[:200]):
-                for name in names[i % len(names):] + names[:i % len(names)]:
-                    started = time.perf_counter()
-                    calls[name](q)
-                    wall[name].append((time.perf_counter() - started) * 1000)
-        base = statistics.median(wall["library"])
+        def via_library(q: bench.Probe) -> bench.Timings:
+            store.recall(q.text, namespace, 5, touch=False)
+            return {}
+
+        calls = {"library": via_library, "serve, urllib3 client": via_urllib3, "serve, httpx client": via_httpx}
+        timed = bench.measure(calls, list(queries[:200]) * passes, queries[200:])
         print(f"{size} memories, namespace {namespace}, {passes} x 200 recalls a path, interleaved")
-        for name in names:
-            p50 = statistics.median(wall[name])
-            print(f"{name:22s} p50 {p50:5.2f} ms  adds {p50 - base:5.2f} ms")
+        for name, row in timed.items():
+            print(f"{name:22s} p50 {row['p50']:5.2f} ms  adds {row['p50'] - timed['library']['p50']:5.2f} ms")
     finally:
         if served:
             served.stop()
