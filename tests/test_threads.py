@@ -84,6 +84,24 @@ def test_the_reply_inherits_a_share_of_the_questions_relevance_as_the_reference_
     assert all(r.memory.namespace == "chat" for r in res.items)
 
 
+def test_the_reply_to_the_reply_inherits_the_square_of_the_share(turns: MemoryStore) -> None:
+    # an answer often comes two turns on, after the other speaker asks about what was said
+    query = "coconut milk ice cream recipe"
+    params = RecallParams(mmr=False, neighbour_prev=0.0)
+    res = turns.recall(query, "chat", 5, params=params, now=NOW, touch=False)
+    by_content = {r.memory.content: r for r in res.items}
+    first, second = by_content[SESSION[0]], by_content[SESSION[2]]
+    assert second.neighbour_of == first.memory.id
+    rels = _rels(turns, query, params)
+    src = {"kind": "event", "valid_from": NOW.isoformat()}
+    inherited = neighbour_rel(rels.get(second.memory.id), rels[first.memory.id], params.neighbour_next ** 2)
+    assert second.answer < 1  # it asks ("How are the turtles doing?"): its own damping still applies
+    want = fuse(inherited * second.answer, recency(src, params, NOW), second.memory.importance, params)
+    assert second.score == pytest.approx(want, rel=1e-6)
+    one_hop = turns.recall(query, "chat", 5, params=params.with_(neighbour_next=0.0), now=NOW, touch=False)
+    assert SESSION[2] not in {r.memory.content for r in one_hop.items}
+
+
 def test_the_neighbours_field_finds_a_turn_by_what_was_said_around_it(turns: MemoryStore) -> None:
     query = "coconut milk recipe"
     off = RecallParams(mmr=False, neighbour_prev=0.0, neighbour_next=0.0)

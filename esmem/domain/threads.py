@@ -55,15 +55,21 @@ def neighbour_rel(own: float | None, parent: float, factor: float) -> float:
     return max(own if own is not None else 0.0, factor * parent)
 
 
+# Turns after a candidate that inherit its relevance: the reply, and the reply to it (an answer often
+# comes two turns on, after the other speaker asks about what was said), each hop at `neighbour_next`.
+REPLIES = 2
+
+
 def wanted(hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """(thread, seq) of every neighbour of a threaded candidate that is not a candidate itself."""
+    """(thread, seq) of every neighbour of a threaded candidate that is not a candidate itself: the turn
+    before it and the REPLIES turns after it."""
     have = {(h["_source"].get("thread"), h["_source"].get("seq")) for h in hits}
     out: dict[tuple[str, int], None] = {}
     for h in hits:
         src = h["_source"]
         if src.get("thread") is None or src.get("seq") is None:
             continue
-        for s in (src["seq"] - 1, src["seq"] + 1):
+        for s in (src["seq"] - 1, *(src["seq"] + hop for hop in range(1, REPLIES + 1))):
             if s >= 0 and (src["thread"], s) not in have:
                 out[(src["thread"], s)] = None
     return [{"thread": t, "seq": s} for t, s in out]
@@ -80,7 +86,8 @@ class Expanded:
 def expand(hits: Sequence[Mapping[str, Any]], fetched: Sequence[Mapping[str, Any]], prev_factor: float,
            next_factor: float, rel: Callable[[Mapping[str, Any]], float],
            score: Callable[[Mapping[str, Any], float], float]) -> Expanded:
-    """Raise every turn next to a candidate to `neighbour_rel`; fetched neighbours join the list.
+    """Raise the turn before a candidate and the REPLIES turns after it to `neighbour_rel` (the turn
+    `hop` places on at `next_factor ** hop`); fetched neighbours join the list.
 
     The share is taken of relevance, not of the fused score: `rel(hit)` recovers a candidate's
     relevance from its score, `score(hit, rel)` fuses a relevance with that turn's own recency and
@@ -98,7 +105,7 @@ def expand(hits: Sequence[Mapping[str, Any]], fetched: Sequence[Mapping[str, Any
         src = h["_source"]
         if src.get("thread") is None or src.get("seq") is None:
             continue
-        for delta, factor in ((-1, prev_factor), (1, next_factor)):
+        for delta, factor in ((-1, prev_factor), *((hop, next_factor ** hop) for hop in range(1, REPLIES + 1))):
             n = by_pos.get((src["thread"], src["seq"] + delta))
             if n is None or factor <= 0:
                 continue
