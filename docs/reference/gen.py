@@ -50,7 +50,7 @@ RECALL = {
     "when_boost": "rel × when_boost for a memory that tells a time when the query asks when (1: off)",
     "compound_boost": "weight of a compound matched as one word or two (`smartwatch` / `smart watch`, `e-mail`)",
     "neighbour_prev": "share of a candidate's relevance the turn before it inherits",
-    "neighbour_next": "share of a candidate's relevance the turn after it (the reply) inherits",
+    "neighbour_next": "share of a candidate's relevance the turn after it (the reply) inherits; the turn after that, its square",
     "min_importance": "memories below this importance are never returned",
     "window": "candidates the engine returns for MMR and the client-side stages",
     "rescore_window": "the fusion reranks this many of the relevance top hits (0: every match)",

@@ -79,7 +79,7 @@ class RecallParams:
     when_boost: float = 1.5        # raises a memory that tells a time when the query asks when (esmem/domain/when.py)
     neighbour_boost: float = 0.2   # a turn's neighbours field (esmem/domain/threads.py)
     neighbour_prev: float = 0.5    # share of a candidate's score its previous turn inherits
-    neighbour_next: float = 0.8    # ... and its next turn (the reply)
+    neighbour_next: float = 0.8    # ... and its next turn (the reply); the turn after that, its square
     min_importance: float = 1.0
     window: int = 20
     rescore_window: int = 100      # fuse the relevance top-N only, so the engine can prune; 0: every match
