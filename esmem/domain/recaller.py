@@ -177,7 +177,7 @@ class Recaller:
     def _neighbours(self, hits: list[Mapping[str, Any]], namespace: str, p: RecallParams, now: datetime,
                     cues: TimeCues) -> tuple[list[Mapping[str, Any]], dict[str, str]]:
         """Neighbour expansion (domain/threads.py): one more search, only when a candidate is a turn."""
-        at = wanted(hits) if p.neighbour_prev or p.neighbour_next else []
+        at = wanted(hits, p.neighbour_prev, p.neighbour_next)
         if not at:
             return hits, {}
         resp = self.catalog.msearch([Search("neighbours", {"namespace": namespace, "at": at, "size": len(at)},

@@ -60,16 +60,25 @@ def neighbour_rel(own: float | None, parent: float, factor: float) -> float:
 REPLIES = 2
 
 
-def wanted(hits: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """(thread, seq) of every neighbour of a threaded candidate that is not a candidate itself: the turn
-    before it and the REPLIES turns after it."""
+def shares(prev_factor: float, next_factor: float) -> list[tuple[int, float]]:
+    """(offset from a candidate, share of its relevance) of every neighbour that inherits one: the turn
+    before at `prev_factor`, the turn `hop` places on at `next_factor ** hop`."""
+    offsets = [(-1, prev_factor), *((hop, next_factor ** hop) for hop in range(1, REPLIES + 1))]
+    return [(delta, factor) for delta, factor in offsets if factor > 0]
+
+
+def wanted(hits: Sequence[Mapping[str, Any]], prev_factor: float, next_factor: float) -> list[dict[str, Any]]:
+    """(thread, seq) of every neighbour of a threaded candidate that would inherit a share and is not a
+    candidate itself."""
     have = {(h["_source"].get("thread"), h["_source"].get("seq")) for h in hits}
     out: dict[tuple[str, int], None] = {}
+    offsets = shares(prev_factor, next_factor)
     for h in hits:
         src = h["_source"]
         if src.get("thread") is None or src.get("seq") is None:
             continue
-        for s in (src["seq"] - 1, *(src["seq"] + hop for hop in range(1, REPLIES + 1))):
+        for delta, _ in offsets:
+            s = src["seq"] + delta
             if s >= 0 and (src["thread"], s) not in have:
                 out[(src["thread"], s)] = None
     return [{"thread": t, "seq": s} for t, s in out]
@@ -86,8 +95,8 @@ class Expanded:
 def expand(hits: Sequence[Mapping[str, Any]], fetched: Sequence[Mapping[str, Any]], prev_factor: float,
            next_factor: float, rel: Callable[[Mapping[str, Any]], float],
            score: Callable[[Mapping[str, Any], float], float]) -> Expanded:
-    """Raise the turn before a candidate and the REPLIES turns after it to `neighbour_rel` (the turn
-    `hop` places on at `next_factor ** hop`); fetched neighbours join the list.
+    """Raise every neighbour of a candidate that inherits a share (`shares`) to `neighbour_rel`;
+    fetched neighbours join the list.
 
     The share is taken of relevance, not of the fused score: `rel(hit)` recovers a candidate's
     relevance from its score, `score(hit, rel)` fuses a relevance with that turn's own recency and
@@ -99,15 +108,16 @@ def expand(hits: Sequence[Mapping[str, Any]], fetched: Sequence[Mapping[str, Any
     by_pos = {(h["_source"].get("thread"), h["_source"].get("seq")): i for i, h in pool.items()
               if h["_source"].get("thread") is not None and h["_source"].get("seq") is not None}
     own = {h["_id"]: rel(h) for h in hits}
+    offsets = shares(prev_factor, next_factor)
     best: dict[str, float] = {}
     raised: dict[str, str] = {}
     for h in hits:
         src = h["_source"]
         if src.get("thread") is None or src.get("seq") is None:
             continue
-        for delta, factor in ((-1, prev_factor), *((hop, next_factor ** hop) for hop in range(1, REPLIES + 1))):
+        for delta, factor in offsets:
             n = by_pos.get((src["thread"], src["seq"] + delta))
-            if n is None or factor <= 0:
+            if n is None:
                 continue
             new = neighbour_rel(own.get(n), own[h["_id"]], factor)
             if new > max(best.get(n, 0.0), own.get(n, 0.0)):
