@@ -1,7 +1,8 @@
-"""AsyncMemoryStore: MemoryStore's behaviour on an event loop, its requests awaited, never in a thread.
+"""AsyncMemoryStore: MemoryStore's behaviour on an event loop, its requests awaited, never in a thread,
+an embedder's model run on a worker thread.
 
 The contract suite runs on both stores (tests/conftest.py `face`); these tests check what only the
-async store has: the loop stays free while it waits on the engine, concurrent calls interleave, its
+async store has: the loop stays free while it waits on the engine or a model, concurrent calls interleave, its
 methods are MemoryStore's, and `connect` reads the environment as MemoryStore.connect does.
 """
 from __future__ import annotations
@@ -15,7 +16,9 @@ import pytest
 from esmem import AsyncMemoryStore, MemoryInput, MemoryStore
 from esmem.errors import AsyncOnly, InvalidInput
 from esmem.index.bridge import run
+from esmem.domain.merge import MergePolicy
 from esmem.index.engine import Engine
+from semantic_support import minilm
 
 
 def test_every_public_method_of_the_store_is_an_async_method_with_the_same_parameters() -> None:
@@ -93,6 +96,44 @@ def test_the_loop_stays_free_while_writes_and_recalls_wait_on_the_engine(engine,
     same = MemoryStore(engine, installed).remember_many([MemoryInput(t, "sync") for t in texts], batch_size=50)
     assert [r.action for r in written] == [r.action for r in same]
     assert all(res.items and {r.memory.namespace for r in res.items} == {"async"} for res in found)
+
+
+def test_the_loop_serves_other_calls_while_a_call_embeds(engine, installed_semantic) -> None:
+    """The model runs on a worker thread: an embedder that waits for a coroutine of the same loop
+    finishes (on the loop it would wait for ever, and fail after 30 s), for a write's passages and a
+    recall's query, and the memory is found by the hybrid recall."""
+    model = minilm()
+    started, released = threading.Event(), threading.Event()
+    threads: list[int] = []
+
+    class Gated:  # MiniLM itself, which does its work only once the loop has run the releaser
+        name, dimensions = model.name, model.dimensions
+
+        def embed(self, texts):
+            threads.append(threading.get_ident())
+            started.set()
+            if not released.wait(timeout=30):
+                raise RuntimeError("the loop did not run while the model ran")
+            return model.embed(texts)
+
+    async def release() -> None:
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        released.set()
+
+    async def main() -> tuple[int, list]:
+        async with AsyncMemoryStore.connect(Engine(engine.config, asynchronous=True), installed_semantic,
+                                            embedder=Gated(), merge=MergePolicy(enabled=False)) as store:
+            await asyncio.gather(store.remember("The user adopted a kitten named Miso.", "pets"),
+                                 release())
+            started.clear(), released.clear()
+            found, _ = await asyncio.gather(store.recall("which pet did they adopt", "pets", 1, touch=False),
+                                            release())
+            return threading.get_ident(), [r.memory.content for r in found.items]
+
+    loop_thread, found = asyncio.run(main())
+    assert len(threads) == 2 and loop_thread not in threads
+    assert found == ["The user adopted a kitten named Miso."]
 
 
 def test_connect_reads_the_environment_and_closes_the_engine_it_opened(engine, installed, monkeypatch) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from esmem.errors import ConfigError, InvalidInput
+from esmem.index.bridge import off_loop
 
 Vector = list[float]
 
@@ -74,13 +75,14 @@ def check_vectors(embedder: Embedder, texts: Sequence[str], out: Any) -> list[Ve
 def embed_checked(embedder: Embedder, texts: Sequence[str], batch_size: int = 512, *, query: bool = False) -> list[Vector]:
     """Embed in batches and validate, whatever the embedder's own checks. `query`: the texts are
     search queries, embedded with the embedder's `embed_queries` when it has one. Batches are large:
-    an OnnxEmbedder sorts each by length into its own smaller runs, so texts of one length pad little."""
+    an OnnxEmbedder sorts each by length into its own smaller runs, so texts of one length pad little.
+    Within an async store's call the model runs off the event loop (esmem/index/bridge.py `off_loop`)."""
     embed = (getattr(embedder, "embed_queries", None) if query else None) or embedder.embed
     out: list[Vector] = []
     for i in range(0, len(texts), batch_size):
         chunk = list(texts[i:i + batch_size])
         try:
-            vectors = embed(chunk)
+            vectors = off_loop(embed, chunk)
         except ConfigError:
             raise
         except Exception as e:  # noqa: BLE001
