@@ -59,6 +59,7 @@ CORPUS = [
     "Caroline went to the LGBTQ support group on 7 May 2023 and felt accepted",
     "don't, can't, won't; U.S.A. v2.0.1 foo_bar baz-qux 3.14159 1,000,000",
     "emoji 😀 and symbols © ® ™ → should not break 记忆 tokens",
+    "臺北的會議改為週三下午（後天），請記住這個軟體的資料庫設定",
     "a", "中", "the and of to",
 ]
 

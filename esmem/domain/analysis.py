@@ -1,7 +1,7 @@
 """A Python mirror of the index's analyzers, so MMR and the merge overlap see the engine's tokens.
 
-Engine chain (templates/index_template.json.j2): standard tokenizer (UAX #29 words, one token per
-Han character) -> cjk_width -> lowercase -> possessive_english -> stop words (templates/stopwords_en.txt) -> cjk_bigram
+Engine chain (templates/index_template.json.j2): traditional Chinese characters folded to simplified
+(esmem_han) -> standard tokenizer (UAX #29 words, one token per Han character) -> cjk_width -> lowercase -> possessive_english -> stop words (templates/stopwords_en.txt) -> cjk_bigram
 -> snowball English.
 `esmem_index` keeps CJK unigrams and bigrams; `esmem_search` keeps only bigrams (plus lone
 characters), which is the query-side dedup of seed 002: a bigram no longer counts its two unigrams
@@ -16,7 +16,7 @@ from functools import lru_cache
 import snowballstemmer
 
 from esmem.domain.patterns import Pattern
-from esmem.index.templates import stopwords
+from esmem.index.templates import han_folding, stopwords
 
 MAX_TOKEN_LENGTH = 255  # the standard tokenizer's default
 _BOUNDARY = Pattern(r"(?V1w)\b")
@@ -27,6 +27,7 @@ _POSSESSIVE = ("'s", "\u2019s", "\uff07s")
 _stemmer = snowballstemmer.stemmer("english")  # stateful: one thread at a time (_STEM_LOCK)
 _STEM_LOCK = threading.Lock()
 STOP_WORDS = stopwords()  # templates/stopwords_en.txt, also rendered into the index template
+_HAN = str.maketrans(han_folding())  # templates/han_t2s.txt, the char filter esmem_han
 
 
 def _fold_width(text: str) -> str:
@@ -36,9 +37,17 @@ def _fold_width(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", ch) if "\uff00" <= ch <= "\uffef" else ch for ch in text)
 
 
+def fold_han(text: str) -> str:
+    """Traditional Chinese characters as their simplified forms, one for one (the char filter esmem_han):
+    what every reader of a text's words sees, so cue words written in simplified match both scripts."""
+    return text if text.isascii() else text.translate(_HAN)
+
+
 @lru_cache(maxsize=4096)  # the pair reading and both analyzers segment the same text one after the other
 def _segments(text: str) -> tuple[tuple[str, int, int], ...]:
-    """Standard tokenizer: UAX #29 word segments that hold a letter or digit, with offsets."""
+    """esmem_han then the standard tokenizer: UAX #29 word segments that hold a letter or digit, with
+    offsets (the folding maps one character to one, so they are the text's own)."""
+    text = fold_han(text)
     out: list[tuple[str, int, int]] = []
     pos = 0
     for part in _BOUNDARY.split(text):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Sequence
 
+from esmem.domain.analysis import fold_han
 from esmem.errors import ConfigError
 
 Scorer = Callable[[Sequence[str]], Sequence[tuple[float, str]]]
@@ -48,7 +49,7 @@ RULES: list[tuple[float, str, re.Pattern[str]]] = [
 def rule_scorer(texts: Sequence[str]) -> list[tuple[float, str]]:
     """The default scorer: highest matching keyword rule, else a low default."""
     out = []
-    for text in texts:
+    for text in map(fold_han, texts):  # the rules' Chinese words are simplified; either script matches
         best = (DEFAULT_IMPORTANCE, "default")
         for score, name, pattern in RULES:
             if score > best[0] and pattern.search(text):

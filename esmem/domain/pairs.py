@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from types import ModuleType
 
-from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, token_sets
+from esmem.domain.analysis import STOP_WORDS, _is_cjk, _normalise, _segments, _stem, fold_han, token_sets
 from esmem.domain.patterns import IGNORECASE, Match, Pattern, escape
 
 RESTATES, REPLACES, COEXISTS, UNCERTAIN = "restates", "replaces", "coexists", "uncertain"
@@ -339,7 +339,7 @@ class _Text:
     needs is computed on first use (most candidates of a look-up share too little to get that far)."""
 
     def __init__(self, raw: str):
-        self.text = _PROVENANCE.sub(" ", raw)
+        self.text = _PROVENANCE.sub(" ", fold_han(raw))
         self.tokens = pair_tokens(self.text)
         self.topic = frozenset(self.tokens)
         self.change = _found(self.text, _CHANGE_EN_RE, _CHANGE_ZH_RE)

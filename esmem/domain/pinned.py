@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping, Sequence
 
+from esmem.domain.analysis import fold_han
 from esmem.errors import InvalidInput
 
 MAX_APPLIES_TO_CHARS = 2000
@@ -81,8 +82,9 @@ def derive_applies_to(doc: dict[str, Any]) -> None:
     the field, so an unpinned memory that carries it is not affected."""
     if doc.get("applies_to") is not None:
         return
-    specific = _ANY_SPECIFIC.search(doc["content"].lower()) is not None
-    found = next((t for pattern, t in _SPECIFIC if specific and pattern.search(doc["content"])),
+    content = fold_han(doc["content"])  # the patterns' Chinese words are simplified
+    specific = _ANY_SPECIFIC.search(content.lower()) is not None
+    found = next((t for pattern, t in _SPECIFIC if specific and pattern.search(content)),
                  TRIGGERS.get(doc.get("importance_rule") or ""))
     if found:
         doc["applies_to"] = found

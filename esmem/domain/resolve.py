@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from esmem.domain.analysis import token_set, tokens
+from esmem.domain.analysis import fold_han, token_set, tokens
 
 
 CHANGE = re.compile(r"\b(now|moved?|changed?|switched|instead|no longer|anymore|from now on|updated?|replaced|"
@@ -64,7 +64,7 @@ RATIO_KINDS = ("rule", "event")
 
 
 def reads_as_update(newer: str, rel_newer: float, rel_older: float, ratio: float, kind: str = "rule") -> bool:
-    return _update(bool(CHANGE.search(newer)), rel_newer, rel_older, ratio, kind)
+    return _update(bool(CHANGE.search(fold_han(newer))), rel_newer, rel_older, ratio, kind)
 
 
 def _update(marked: bool, rel_newer: float, rel_older: float, ratio: float, kind: str) -> bool:
@@ -83,7 +83,7 @@ def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, facto
     m = {h["_id"]: matched(q, h["_source"]["content"]) for h in eligible}
     score = {h["_id"]: float(h["_score"]) for h in hits}
     rels = {h["_id"]: rel(h) for h in eligible}  # once per candidate, not once per pair
-    marked = {h["_id"]: bool(CHANGE.search(h["_source"]["content"])) for h in eligible}
+    marked = {h["_id"]: bool(CHANGE.search(fold_han(h["_source"]["content"]))) for h in eligible}
     # the pairs (old id, new id) the write-time merge left uncertain and linked (esmem/domain/merge.py):
     # the new one may update the old, whatever the query matches of them
     links = {(o, h["_id"]) for h in eligible for o in _listed(h["_source"].get("possibly_updates"))} | \

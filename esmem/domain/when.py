@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from esmem.domain.analysis import fold_han
 from esmem.errors import InvalidInput
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
@@ -133,12 +134,13 @@ _TELLS_TIME = re.compile(
 
 def asks_when(query: str) -> bool:
     """Whether the query asks for a time ("When did ...?", "what year", "什么时候")."""
-    return bool(_ASKS_WHEN.search(query))
+    return bool(_ASKS_WHEN.search(fold_han(query)))  # its Chinese words are simplified; either script asks
 
 
 def tells_time(text: str) -> bool:
     """Whether the text tells a time: a day word, a weekday, last/next week..., a month or a year, a
     clock time or a day of the month, "… ago" (English and Chinese). Stored as `tells_time` at write time."""
+    text = fold_han(text)
     return bool(_TELLS_TIME.search(text)) or bool(named_periods(text))
 
 

@@ -17,7 +17,7 @@ from typing import Any, Final, Literal, Mapping
 from esmem.errors import EngineError, NotFound, NotInstalled
 from esmem.index.engine import Engine
 from esmem.index.refresh import moved
-from esmem.index.templates import assets_root, render, render_json, stopwords
+from esmem.index.templates import assets_root, han_folding, render, render_json, stopwords
 
 MUSTACHE_OPTIONS = {"content_type": "application/json; charset=UTF-8"}
 
@@ -95,6 +95,7 @@ def index_body(engine: Engine, prefix: str, shards: int = 1, replicas: int = 0,
     body: dict[str, Any] = render_json("templates/index_template.json.j2", {
         "prefix": prefix, "family": engine.info.family, "major": engine.info.major, "k1": engine.info.K1,
         "shards": shards, "replicas": replicas, "stopwords": json.dumps(sorted(stopwords())),
+        "han_folding": json.dumps([f"{k}=>{v}" for k, v in han_folding().items()], ensure_ascii=False),
         "embedding": dict(embedding) if embedding else None,
         "derived_vectors": bool(embedding) and derives_vectors(engine)})
     return body

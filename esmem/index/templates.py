@@ -90,6 +90,14 @@ def parse_json(text: str, name: str) -> Any:
 
 
 @lru_cache(maxsize=1)
+def han_folding() -> dict[str, str]:
+    """templates/han_t2s.txt: traditional Chinese characters to simplified, one for one - the table the
+    index's analyzers fold with (char filter esmem_han) and the Python mirror too."""
+    text = (assets_root() / "templates" / "han_t2s.txt").read_text(encoding="utf-8")
+    return dict(line.split(" ") for line in text.splitlines() if line and not line.startswith("#"))
+
+
+@lru_cache(maxsize=1)
 def stopwords() -> frozenset[str]:
     """templates/stopwords_en.txt: the one list the index analyzers and the Python mirror share."""
     text = (assets_root() / "templates" / "stopwords_en.txt").read_text(encoding="utf-8")
