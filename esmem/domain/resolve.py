@@ -83,7 +83,12 @@ def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, facto
     m = {h["_id"]: matched(q, h["_source"]["content"]) for h in eligible}
     score = {h["_id"]: float(h["_score"]) for h in hits}
     rels = {h["_id"]: rel(h) for h in eligible}  # once per candidate, not once per pair
-    marked = {h["_id"]: bool(CHANGE.search(fold_han(h["_source"]["content"]))) for h in eligible}
+    marks: dict[str, bool] = {}
+
+    def marked(h: Mapping[str, Any]) -> bool:  # read only for a newer same-topic candidate: most pairs stop before
+        if h["_id"] not in marks:
+            marks[h["_id"]] = bool(CHANGE.search(fold_han(h["_source"]["content"])))
+        return marks[h["_id"]]
     # the pairs (old id, new id) the write-time merge left uncertain and linked (esmem/domain/merge.py):
     # the new one may update the old, whatever the query matches of them
     links = {(o, h["_id"]) for h in eligible for o in _listed(h["_source"].get("possibly_updates"))} | \
@@ -97,7 +102,7 @@ def resolve(hits: Sequence[Mapping[str, Any]], query: str, overlap: float, facto
                     new["_source"]["kind"] != old["_source"]["kind"]
                     or new["_source"]["valid_from"] <= old["_source"]["valid_from"]
                     or not same_topic(m[old["_id"]], m[new["_id"]], overlap)
-                    or not _update(marked[new["_id"]], rels[new["_id"]], rels[old["_id"]], ratio,
+                    or not _update(marked(new), rels[new["_id"]], rels[old["_id"]], ratio,
                                    new["_source"]["kind"])):
                 continue
             cap = factor * float(new["_score"])
