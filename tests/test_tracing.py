@@ -93,3 +93,22 @@ def test_a_remember_trace_shows_validation_lookup_and_the_merge_decision(engine:
         v for k, v in decide.attributes.items() if k.startswith("esmem.decision.")) == 1
     assert all(s.context.trace_id == root.context.trace_id for s in finished)  # the refresh thread's too
     _no_text(finished, "Alice", "Berlin", "Munich", "tr:ns")
+
+
+def test_spans_are_free_no_ops_until_the_application_sets_a_tracer_provider() -> None:
+    """In a fresh process: before a provider is set a span is esmem's quiet handle (no tracer is asked);
+    after `set_tracer_provider` the same call records."""
+    import subprocess
+    import sys
+
+    code = ("from opentelemetry import trace\n"
+            "from opentelemetry.sdk.trace import TracerProvider\n"
+            "from esmem.tracing import span\n"
+            "with span('before') as s:\n"
+            "    before = type(s).__name__\n"
+            "trace.set_tracer_provider(TracerProvider())\n"
+            "with span('after') as s:\n"
+            "    after = s.is_recording()\n"
+            "print(before, after)\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
+    assert out.split() == ["_Quiet", "True"]
