@@ -1,7 +1,8 @@
 """A Python mirror of the index's analyzers, so MMR and the merge overlap see the engine's tokens.
 
 Engine chain (templates/index_template.json.j2): traditional Chinese characters folded to simplified
-(esmem_han) -> standard tokenizer (UAX #29 words, one token per Han character) -> cjk_width -> lowercase -> possessive_english -> stop words (templates/stopwords_en.txt) -> cjk_bigram
+(esmem_han, templates/han_t2s.txt) -> standard tokenizer (UAX #29 words, one token per Han character)
+-> cjk_width -> lowercase -> possessive_english -> stop words (templates/stopwords_en.txt) -> cjk_bigram
 -> snowball English.
 `esmem_index` keeps CJK unigrams and bigrams; `esmem_search` keeps only bigrams (plus lone
 characters), which is the query-side dedup of seed 002: a bigram no longer counts its two unigrams
