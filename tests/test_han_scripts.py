@@ -26,6 +26,7 @@ def test_the_table_is_the_one_derived_from_opencc_and_leaves_simplified_text_alo
     assert fold_han(TRADITIONAL) == SIMPLIFIED and fold_han(SIMPLIFIED) == SIMPLIFIED
     assert not set(han_folding()) & set(han_folding().values())  # no character is both folded and a fold
     assert fold_han("什么 干杯 乾隆 后来 里面") == "什么 干杯 乾隆 后来 里面"  # simplified characters stay
+    assert fold_han("軟體 資料庫") == "软体 资料库"  # a region's words stay its own (软件, 数据库 elsewhere)
 
 
 def test_the_engine_and_the_mirror_read_both_scripts_as_the_same_tokens(engine: Engine, installed: str) -> None:
