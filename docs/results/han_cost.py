@@ -8,7 +8,7 @@ the p50 of the BM25 floor and the recall template on each, interleaved.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable
+from typing import Any
 
 from esmem.apps import bench
 from esmem.domain.installation import install
@@ -43,16 +43,8 @@ def main(url: str, size: int, passes: int) -> None:
             stats = bench.store_stats(engine, prefix, force_merge=True)
             print(f"{prefix:10s} ingest {result['per_second']:.0f} memories/s, {stats['bytes_per_memory']:.0f} bytes/memory")
 
-        def call(prefix: str, template: str, extra: dict[str, Any]) -> Callable[[bench.Probe], bench.Timings]:
-            def timed(q: bench.Probe) -> bench.Timings:
-                engine.request("POST", f"/{prefix}-memories/_search/template",
-                               {"id": f"{prefix}-{template}", "params": {"namespace": q.namespace, "query": q.text, **extra}},
-                               {"routing": q.namespace})
-                return {}
-            return timed
-
         queries = bench.make_queries(corpus, 230, 0)
-        calls = {f"{p}: {name}": call(p, template, extra) for p in (plain, folded)
+        calls = {f"{p}: {name}": bench.template_call(engine, p, template, extra) for p in (plain, folded)
                  for name, template, extra in (("floor (bm25, 20 hits)", "bm25", {"size": "20"}), ("recall", "recall", {}))}
         timed = bench.measure(calls, list(queries[:200]) * passes, queries[200:])
         for name, row in timed.items():

@@ -20,28 +20,17 @@ import sys
 from typing import Any, Callable
 
 from esmem.apps import bench
-from esmem.domain.installation import install
-from esmem.domain.merge import MergePolicy
 from esmem.index.engine import Engine
 from esmem.index.install import uninstall
 
 
 def main(url: str, size: int, passes: int) -> None:
     engine, prefix = Engine(url), "recall-cost"
-    uninstall(engine, prefix)
-    install(engine, prefix)
     try:
-        corpus = bench.generate(size, 100, 0)
-        bench.ingest(engine, prefix, corpus.inputs(), MergePolicy(enabled=False), lambda n: None)
-        engine.request("POST", f"/{prefix}-memories/_refresh")
+        corpus = bench.loaded(engine, prefix, size)
 
         def call(template: str, extra: dict[str, Any]) -> Callable[[bench.Probe], bench.Timings]:
-            def timed(q: bench.Probe) -> bench.Timings:
-                engine.request("POST", f"/{prefix}-memories/_search/template",
-                               {"id": f"{prefix}-{template}", "params": {"namespace": q.namespace, "query": q.text, **extra}},
-                               {"routing": q.namespace})
-                return {}
-            return timed
+            return bench.template_call(engine, prefix, template, extra)
 
         queries = bench.make_queries(corpus, 230, 0)
         rendered = {q: engine.request("POST", "/_render/template", {"id": f"{prefix}-recall", "params": {

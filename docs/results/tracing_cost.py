@@ -13,8 +13,6 @@ import time
 
 from esmem import tracing
 from esmem.apps import bench
-from esmem.domain.installation import install
-from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
 from esmem.index.install import uninstall
@@ -22,12 +20,8 @@ from esmem.index.install import uninstall
 
 def main(url: str, size: int) -> None:
     engine, prefix = Engine(url), "tracing-cost"
-    uninstall(engine, prefix)
-    install(engine, prefix)
     try:
-        corpus = bench.generate(size, 100, 0)
-        bench.ingest(engine, prefix, corpus.inputs(), MergePolicy(enabled=False), lambda n: None)
-        engine.request("POST", f"/{prefix}-memories/_refresh")
+        corpus = bench.loaded(engine, prefix, size)
         queries = bench.make_queries(corpus, 400, 0)
         store = MemoryStore(engine, prefix)
         for q in queries[:100]:

@@ -361,6 +361,29 @@ class Paths:
         return {"a": self.bm25, "b": self.template, "c": self.recall, **({"d": self.naive} if naive else {})}
 
 
+def loaded(engine: Engine, prefix: str, size: int, namespaces: int = 100, seed: int = 0) -> Corpus:
+    """The bench corpus written into `prefix`, installed anew (no merge) and refreshed: what the
+    scripts of docs/results measure on."""
+    uninstall(engine, prefix)
+    install(engine, prefix)
+    corpus = generate(size, namespaces, seed)
+    ingest(engine, prefix, corpus.inputs(), MergePolicy(enabled=False), lambda n: None)
+    engine.request("POST", f"/{prefix}-memories/_refresh")
+    return corpus
+
+
+def template_call(engine: Engine, prefix: str, template: str,
+                  extra: Mapping[str, Any] | None = None) -> Callable[[Probe], Timings]:
+    """A stored template called as any client calls it (the probe's namespace and query, plus `extra`),
+    sent as is (no Catalog in between), for `measure`."""
+    def timed(q: Probe) -> Timings:
+        engine.request("POST", f"/{prefix}-memories/_search/template",
+                       {"id": f"{prefix}-{template}", "params": {"namespace": q.namespace, "query": q.text, **(extra or {})}},
+                       {"routing": q.namespace})
+        return {}
+    return timed
+
+
 def measure(calls: Mapping[str, Callable[[Probe], Timings]], queries: Sequence[Probe], warmup: Sequence[Probe],
             advance: Callable[[int], None] = lambda n: None) -> dict[str, dict[str, Any]]:
     """Run every path on every query, round-robin (the starting path rotates per query so no path
