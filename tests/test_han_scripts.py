@@ -1,7 +1,8 @@
 """Traditional and simplified Chinese read as one script: the index's analyzers (char filter esmem_han)
 and every Python reader of a text's words fold traditional characters to simplified, one for one, so
 a memory written in either script is recalled by a query in the other, the merge reads a restatement
-in the other script as it reads one in the same, and importance and time cues see the same words."""
+in the other script as it reads one in the same, and importance rules, pinned triggers, update cues
+and time cues see the same words."""
 from __future__ import annotations
 
 from pathlib import Path
