@@ -1,5 +1,5 @@
 """AsyncMemoryStore: MemoryStore's behaviour on an event loop, its requests awaited, never in a thread,
-an embedder's model run on a worker thread.
+an embedder's model, a merge judge and an importance scorer run on a worker thread.
 
 The contract suite runs on both stores (tests/conftest.py `face`); these tests check what only the
 async store has: the loop stays free while it waits on the engine or a model, concurrent calls interleave, its
@@ -134,6 +134,49 @@ def test_the_loop_serves_other_calls_while_a_call_embeds(engine, installed_seman
     loop_thread, found = asyncio.run(main())
     assert len(threads) == 2 and loop_thread not in threads
     assert found == ["The user adopted a kitten named Miso."]
+
+
+def test_the_loop_serves_other_calls_while_a_merge_judge_or_an_importance_scorer_runs(engine, installed) -> None:
+    """A judge and a scorer you give may call a model over the network: each runs on a worker thread,
+    so one that waits for a coroutine of the same loop completes (on the loop it would time out), and
+    the judge's answer decides the write as in a sync store."""
+    gates: dict[str, tuple[threading.Event, threading.Event]] = {}
+    threads: dict[str, int] = {}
+
+    def gated(name: str, answer):
+        started, released = gates.setdefault(name, (threading.Event(), threading.Event()))
+
+        def call(items):
+            threads[name] = threading.get_ident()
+            started.set()
+            if not released.wait(timeout=30):
+                raise RuntimeError("the loop did not run while the model ran")
+            return [answer(x) for x in items]
+        return call
+
+    judge = gated("judge", lambda q: True)
+    scorer = gated("scorer", lambda text: (7.0, "mine"))
+
+    async def release(name: str) -> None:
+        started, released = gates[name]
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        released.set()
+
+    async def main() -> tuple[int, list]:
+        async with AsyncMemoryStore.connect(Engine(engine.config, asynchronous=True), installed, merge_judge=judge,
+                                            scorer=scorer) as store:
+            first, _ = await asyncio.gather(store.remember("We plan to tile the bathroom floor with slate.", "judged"),
+                                            release("scorer"))
+            gates["scorer"][0].clear(), gates["scorer"][1].clear()
+            second, _, _ = await asyncio.gather(
+                store.remember("We plan to tile the bathroom floor with marble.", "judged"),
+                release("judge"), release("scorer"))
+            return threading.get_ident(), [first, second]
+
+    loop_thread, (first, second) = asyncio.run(main())
+    assert set(threads) == {"judge", "scorer"} and loop_thread not in threads.values()
+    assert second.action == "superseded" and second.superseded == (first.id,)
 
 
 def test_connect_reads_the_environment_and_closes_the_engine_it_opened(engine, installed, monkeypatch) -> None:

@@ -3,8 +3,8 @@
 Each call runs MemoryStore's own code (esmem/domain/store.py) through the greenlet bridge
 (esmem/index/bridge.py) over the family's async client (`AsyncOpenSearch`, `AsyncElasticsearch`):
 where that code sends a request, the event loop awaits it, so many calls of one loop interleave at
-their requests and none blocks the loop on I/O. An embedder's model runs on a worker thread the loop
-awaits (`off_loop`), so embedding does not block it either. Reheat write-backs are written in
+their requests and none blocks the loop on I/O. An embedder's model, a merge judge and an importance
+scorer you give run on a worker thread the loop awaits (`off_loop`), so they do not block it either. Reheat write-backs are written in
 line with the recall (no background thread: its requests would need the loop's thread), and a write's
 last step is not overlapped with planning the next batch, which a sync write does in a thread.
 """

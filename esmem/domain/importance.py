@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 
 from esmem.domain.analysis import fold_han
 from esmem.errors import ConfigError
+from esmem.index.bridge import off_loop
 
 Scorer = Callable[[Sequence[str]], Sequence[tuple[float, str]]]
 
@@ -60,8 +61,8 @@ def rule_scorer(texts: Sequence[str]) -> list[tuple[float, str]]:
 
 def score_batch(scorer: Scorer, texts: Sequence[str]) -> list[tuple[float, str]]:
     """Run a scorer and check what it returned; a failing scorer never yields a bogus score."""
-    try:
-        result = list(scorer(texts))
+    try:  # a scorer you give may call a model: off the event loop; the built-in rules run in place
+        result = list(scorer(texts)) if scorer is rule_scorer else off_loop(lambda: list(scorer(texts)))
     except ConfigError:
         raise
     except Exception as e:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, Sequence
+
 from esmem.domain.merge import Candidate, MergePolicy, judgeable, ordered
 from esmem.errors import ConfigError
+from esmem.index.bridge import off_loop
 
 
 class JudgeError(ConfigError):
@@ -42,7 +44,7 @@ def ask(judge: MergeJudge, questions: Sequence[Question]) -> list[bool | None]:
     if not questions:
         return []
     try:
-        answers = list(judge(questions))
+        answers = off_loop(lambda: list(judge(questions)))  # a model's answer: the event loop does not wait on it
     except JudgeError:
         raise
     except Exception as e:

@@ -4,9 +4,9 @@
 request through an engine over an async client, `wait(awaitable)` switches back to the event loop,
 which awaits the request and switches its answer (or error) back in. So the logic is written once and
 the loop is never blocked on I/O: no thread, no copy of the write or recall path. Only code run by
-`run` may wait on an async client; anything else gets `AsyncOnly`. CPU work that lets go of the GIL (a
-model's forward pass) goes through `off_loop`: within such a call it runs on a worker thread while the
-loop serves the other calls.
+`run` may wait on an async client; anything else gets `AsyncOnly`. Work that lets go of the GIL for
+long (a model's forward pass, a merge judge's call to a model over the network) goes through
+`off_loop`: within such a call it runs on a worker thread while the loop serves the other calls.
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def wait(awaitable: Awaitable[T]) -> T:
 
 def off_loop(fn: Callable[..., T], *args: Any) -> T:
     """`fn(*args)`: on a worker thread, awaited by the loop, when called from code `run` is running
-    (an embedding takes milliseconds of CPU the loop would otherwise spend blocked); else right here."""
+    (an embedding takes milliseconds, a judge's model call up to seconds, that the loop would otherwise
+    spend blocked); else right here."""
     if isinstance(greenlet.getcurrent(), _Bridged):
         return wait(asyncio.to_thread(fn, *args))
     return fn(*args)
