@@ -15,7 +15,7 @@ import pytest
 
 from esmem import MemoryStore
 from esmem.errors import ConfigError
-from esmem.index.connection import ENV, ConnectionConfig
+from esmem.index.connection import ENV
 from esmem.index.engine import Engine
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,8 @@
 """install is idempotent, check names drift, rendering is strict about variables."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 

@@ -10,7 +10,6 @@ import pytest
 from esmem.domain.store import MemoryStore
 from esmem.index.catalog import Catalog
 from esmem.index.engine import Engine
-from esmem.domain.types import MemoryInput
 from esmem.index.refresh import RECENT_SECONDS, checkpoint, refreshes
 
 THREADS = 16

@@ -174,10 +174,10 @@ def test_a_bad_time_cue_or_its_boost_is_a_400_naming_it(world) -> None:
     calls += [("period_boost", {"periods": "*-01,2026", "period_boost": bad}) for bad in [*BAD_NUMBERS, "0.5"]]
     calls += [("asks_when", {"asks_when": bad}) for bad in ("yes", "1", "TRUE", "{}")]
     calls += [("when_boost", {"asks_when": True, "when_boost": bad}) for bad in [*BAD_NUMBERS, "0.5"]]
-    for param, given in calls:
+    for param, sent in calls:
         status, text = http(url, f"/{prefix}-memories/_search/template", {"id": f"{prefix}-recall", "params": {
-            "namespace": OWN, "query": "redis pin", **given}})
-        assert status == 400 and f'"param {param} must' in text and not JAVA_FRAME.search(text), (given, text)
+            "namespace": OWN, "query": "redis pin", **sent}})
+        assert status == 400 and f'"param {param} must' in text and not JAVA_FRAME.search(text), (sent, text)
     status, text = http(url, f"/{prefix}-memories/_search/template", {"id": f"{prefix}-recall", "params": {
         "namespace": OWN, "query": "redis pin", "periods": " 2026 , *-12,1999-01", "period_boost": "3",
         "asks_when": True, "when_boost": "2"}})
