@@ -1,6 +1,8 @@
 """The index/search analyzers on the real engine, and the Python mirror's parity with `_analyze`."""
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -69,6 +71,25 @@ CORPUS = [
 def test_python_mirror_matches_the_engine(engine: Engine, installed: str, analyzer: str, text: str) -> None:
     assert tokens(text, query=analyzer == "esmem_search") == analyze(engine, installed, analyzer, text)
 
+
+
+# Word joiners, quotes, underscores and scripts side by side, where the word-break rules differ case by case.
+PUNCTUATION_HEAVY = list("abXY19_ .:,;'\"-@/") + list("\u2018\u2019\u3001\u3002\uff0c\uff0e\uff1a\uff1b\uff07\u00b7\u2014") + \
+    ["中", "文", "臺", "é", "カ", "ー", "ｶ", "ｰ", "한", "😀", "ß"]
+
+
+def test_python_mirror_matches_the_engine_on_punctuation_heavy_text(engine: Engine, installed: str) -> None:
+    """Seeded random strings of joiners, quotes and underscores between words of several scripts, as the
+    standard tokenizer and cjk_bigram have them: an opening quote is not part of the word after it
+    ("say 'yes'" is say, yes), a run of "_" alone is no token, and Hangul joined with letters or digits
+    is one word, not bigrams ("한1")."""
+    rng = random.Random(20261205)
+    texts = ["say 'yes'", "x \u2018quoted\u2019 y", "__ 中_", "a._b 1_.2 a'b'c", "한1 한국어 カー ｶｰ"] + \
+        ["".join(rng.choice(PUNCTUATION_HEAVY) for _ in range(rng.randint(1, 14))) for _ in range(150)]
+    for text in texts:
+        for analyzer in ("esmem_index", "esmem_search"):
+            assert tokens(text, query=analyzer == "esmem_search") == analyze(engine, installed, analyzer, text), \
+                (analyzer, text)
 
 
 def test_tokens_are_thread_safe() -> None:

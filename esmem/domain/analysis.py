@@ -21,9 +21,12 @@ from esmem.index.templates import han_folding, stopwords
 
 MAX_TOKEN_LENGTH = 255  # the standard tokenizer's default
 _BOUNDARY = Pattern(r"(?V1w)\b")
-_WORDLIKE = Pattern(r"[\p{L}\p{N}\p{M}_\p{Extended_Pictographic}]")
-_CJK = Pattern(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}]")
+_WORDLIKE = Pattern(r"[\p{L}\p{N}\p{M}\p{Extended_Pictographic}]")  # "_" alone makes no token
+# A word of these scripts only (and the prolonged sound mark) is what cjk_bigram pairs; Hangul joins
+# letters and digits ("한b", "한1": one alphanumeric word, left whole like any other).
+_CJK = Pattern(r"[\p{Han}\p{Hiragana}\p{Katakana}\p{Hangul}\u30fc\uff70]+")
 _WIDE = Pattern("[\uff00-\uffef]")  # the forms cjk_width folds
+_QUOTES = "'\u2018\u2019"  # the split leaves these opening a word; the standard tokenizer does not
 _POSSESSIVE = ("'s", "\u2019s", "\uff07s")
 _stemmer = snowballstemmer.stemmer("english")  # stateful: one thread at a time (_STEM_LOCK)
 _STEM_LOCK = threading.Lock()
@@ -53,6 +56,9 @@ def _segments(text: str) -> tuple[tuple[str, int, int], ...]:
     pos = 0
     for part in _BOUNDARY.split(text):
         start, pos = pos, pos + len(part)
+        if part and part[0] in _QUOTES:  # "say 'yes'": the word starts after the quote
+            word = part.lstrip(_QUOTES)
+            start, part = pos - len(word), word
         if not part or not _wordlike(part):
             continue
         for i in range(0, len(part), MAX_TOKEN_LENGTH):
@@ -67,7 +73,7 @@ def _wordlike(part: str) -> bool:
 
 
 def _is_cjk(token: str) -> bool:
-    return bool(_CJK.match(token))
+    return bool(_CJK.fullmatch(token))
 
 
 def _normalise(token: str) -> str:
