@@ -401,6 +401,27 @@ def test_the_cli_serves_https_with_a_cert_and_logs_json_lines(engine: Engine, in
     assert "TLS holds the line" not in stderr and token not in stderr
 
 
+def test_the_cli_server_leaves_start_up_objects_out_of_collections_and_collects_fully_rarely(
+        engine: Engine, installed: str, tmp_path: Path) -> None:
+    """`esmem serve` applies `collector.long_lived` before it listens (its full collections made the
+    slowest recalls): start-up objects frozen, a full collection per 1000 of the middle generation."""
+    import gc
+
+    from esmem.domain.collector import FULL_COLLECTION_EVERY
+
+    keys = tmp_path / "keys.json"
+    add_key(keys, "gc-agent", ["gc-ns"])
+    listen = ("import gc, json, uvicorn; uvicorn.run = lambda *a, **k: print(json.dumps("
+              "{'threshold': gc.get_threshold(), 'frozen': gc.get_freeze_count()})); "
+              "from esmem.cli.main import main; main()")
+    run = subprocess.run([sys.executable, "-c", listen, "--url", engine.url, "--prefix", installed, "serve",
+                          "--keys", str(keys)], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["threshold"] == [gc.get_threshold()[0], gc.get_threshold()[1], FULL_COLLECTION_EVERY]
+    assert seen["threshold"][2] != gc.get_threshold()[2] and seen["frozen"] > 10_000
+
+
 def test_serve_needs_a_keys_file_with_a_key(engine: Engine, installed: str, tmp_path: Path) -> None:
     empty = tmp_path / "keys.json"
     empty.write_text('{"keys": []}')

@@ -71,6 +71,9 @@ def serve_cmd(ctx: click.Context, keys_path: str | None, host: str, port: int, c
         app.mount("/ui", create_ui(lambda: MemoryStore(engine, prefix, embedder=embedder), keys=keys,
                                    allow_writes=ui_allow_writes))
     log_access_to(sys.stderr)
+    from esmem.domain.collector import long_lived
+
+    long_lived()  # the slowest recalls waited for full collections of everything the server holds
     uvicorn.run(app, host=host, port=port, ssl_certfile=cert, ssl_keyfile=key_file, access_log=False,
                 log_level="warning")
 
