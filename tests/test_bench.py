@@ -13,7 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from esmem.apps.bench import combine_passes, PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
+from esmem.apps.bench import closed_loop, combine_passes, PATHS, SLOTS, TEMPLATES, fetch_all, generate, make_queries, naive_rank, zipf_sizes
 from esmem.cli.bench import bench_cmd
 from esmem.domain.analysis import tokens
 from esmem.domain.installation import check
@@ -26,6 +26,30 @@ from esmem.index.install import require_installed
 from esmem.values import KINDS, epoch_ms, parse_time
 
 NOW = datetime(2026, 10, 8, tzinfo=timezone.utc)
+
+
+def test_closed_loop_times_each_clients_share_after_the_warm_up() -> None:
+    """Each client walks its own share of the probes (client i: i, i + clients, ...), one call at a
+    time, and only calls made after the warm-up are timed."""
+    import threading
+    import time
+
+    probes = generate(200, 4, 0)
+    queries = make_queries(probes, 10, 0)
+    seen: dict[int, list[str]] = {0: [], 1: []}
+    lock = threading.Lock()
+
+    def call(i: int, probe) -> None:
+        with lock:
+            seen[i].append(probe.text)
+        time.sleep(0.002)
+
+    ms = closed_loop(call, queries, 2, 0.2, warmup=0.1)
+    assert ms == sorted(ms) and all(m >= 2 for m in ms)
+    calls = len(seen[0]) + len(seen[1])
+    assert 0 < len(ms) < calls  # the warm-up's calls are not timed
+    for i in (0, 1):
+        assert seen[i] == [queries[n % len(queries)].text for n in range(i, 2 * len(seen[i]), 2)]
 
 
 def test_corpus_is_deterministic_for_a_seed() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
-import threading
 import time
 
 from esmem.apps import bench
@@ -34,29 +33,8 @@ def run(url: str, size: int, seconds: float, setup: str) -> None:
     stores = [MemoryStore(engine, PREFIX) for _ in range(THREADS)]
     if setup == "long_lived":
         long_lived()
-    latencies: list[float] = []
-    measuring, stop = threading.Event(), threading.Event()
-
-    def client(i: int) -> None:
-        n = i
-        while not stop.is_set():
-            probe = probes[n % len(probes)]
-            n += THREADS
-            started = time.perf_counter()
-            stores[i].recall(probe.text, namespace, 5)
-            if measuring.is_set() and not stop.is_set():
-                latencies.append((time.perf_counter() - started) * 1000)
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(THREADS)]
-    for t in threads:
-        t.start()
-    time.sleep(3)
-    measuring.set()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    ms, n = sorted(latencies), len(latencies)
+    ms = bench.closed_loop(lambda i, probe: stores[i].recall(probe.text, namespace, 5), probes, THREADS, seconds)
+    n = len(ms)
     tracked = len(gc.get_objects())
     started = time.perf_counter()
     gc.collect()

@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -50,31 +49,14 @@ def served(code: str, url: str, prefix: str, namespace: str, keys_dir: str) -> t
 
 def recall_load(port: int, token: str, probes: list[bench.Probe], seconds: float) -> list[float]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
-    measuring, stop, latencies = threading.Event(), threading.Event(), []
+    pools = [urllib3.HTTPConnectionPool("127.0.0.1", port, maxsize=1, timeout=120) for _ in range(CLIENTS)]
 
-    def client(i: int) -> None:
-        pool = urllib3.HTTPConnectionPool("127.0.0.1", port, maxsize=1, timeout=120)
-        n = i
-        while not stop.is_set():
-            probe = probes[n % len(probes)]
-            n += CLIENTS
-            started = time.perf_counter()
-            response = pool.urlopen("POST", f"/v1/namespaces/{probe.namespace}/recall", headers=headers,
+    def recall(i: int, probe: bench.Probe) -> None:
+        response = pools[i].urlopen("POST", f"/v1/namespaces/{probe.namespace}/recall", headers=headers,
                                     body=orjson.dumps({"query": probe.text, "k": 5}))
-            assert response.status == 200, response.data[:200]
-            if measuring.is_set() and not stop.is_set():
-                latencies.append((time.perf_counter() - started) * 1000)
+        assert response.status == 200, response.data[:200]
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(CLIENTS)]
-    for t in threads:
-        t.start()
-    time.sleep(3)
-    measuring.set()
-    time.sleep(seconds)
-    stop.set()
-    for t in threads:
-        t.join()
-    return sorted(latencies)
+    return bench.closed_loop(recall, probes, CLIENTS, seconds)
 
 
 def main(url: str, size: int, seconds: float, rounds: int) -> None:

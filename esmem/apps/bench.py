@@ -20,6 +20,7 @@ import math
 import random
 import re
 import statistics
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -382,6 +383,35 @@ def template_call(engine: Engine, prefix: str, template: str,
                        {"routing": q.namespace})
         return {}
     return timed
+
+
+def closed_loop(call: Callable[[int, Probe], None], probes: Sequence[Probe], clients: int, seconds: float,
+                warmup: float = 3.0) -> list[float]:
+    """`clients` threads, each calling `call(its number, probe)` over its share of `probes` as fast as it
+    is answered; the latencies (ms, sorted) of the calls made in the `seconds` after `warmup`."""
+    latencies: list[float] = []
+    measuring, stop = threading.Event(), threading.Event()
+
+    def client(i: int) -> None:
+        n = i
+        while not stop.is_set():
+            probe = probes[n % len(probes)]
+            n += clients
+            started = time.perf_counter()
+            call(i, probe)
+            if measuring.is_set() and not stop.is_set():
+                latencies.append((time.perf_counter() - started) * 1000)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(warmup)
+    measuring.set()
+    time.sleep(seconds)
+    stop.set()
+    for t in threads:
+        t.join()
+    return sorted(latencies)
 
 
 def measure(calls: Mapping[str, Callable[[Probe], Timings]], queries: Sequence[Probe], warmup: Sequence[Probe],
