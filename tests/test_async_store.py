@@ -98,41 +98,52 @@ def test_the_loop_stays_free_while_writes_and_recalls_wait_on_the_engine(engine,
     assert all(res.items and {r.memory.namespace for r in res.items} == {"async"} for res in found)
 
 
+class Gate:
+    """A model call that does its work only once a coroutine of the loop has let it (`release`), and
+    records the thread it ran on: on the loop's own thread it would wait for ever (failing after 30 s)."""
+
+    def __init__(self) -> None:
+        self.started, self.released = threading.Event(), threading.Event()
+        self.threads: list[int] = []
+
+    def wait(self) -> None:
+        self.threads.append(threading.get_ident())
+        self.started.set()
+        if not self.released.wait(timeout=30):
+            raise RuntimeError("the loop did not run while the model ran")
+
+    async def release(self) -> None:
+        while not self.started.is_set():
+            await asyncio.sleep(0.001)
+        self.released.set()
+
+    def again(self) -> None:
+        self.started.clear(), self.released.clear()
+
+
 def test_the_loop_serves_other_calls_while_a_call_embeds(engine, installed_semantic) -> None:
     """The model runs on a worker thread: an embedder that waits for a coroutine of the same loop
-    finishes (on the loop it would wait for ever, and fail after 30 s), for a write's passages and a
-    recall's query, and the memory is found by the hybrid recall."""
-    model = minilm()
-    started, released = threading.Event(), threading.Event()
-    threads: list[int] = []
+    finishes, for a write's passages and a recall's query, and the memory is found by the hybrid recall."""
+    model, gate = minilm(), Gate()
 
     class Gated:  # MiniLM itself, which does its work only once the loop has run the releaser
         name, dimensions = model.name, model.dimensions
 
         def embed(self, texts):
-            threads.append(threading.get_ident())
-            started.set()
-            if not released.wait(timeout=30):
-                raise RuntimeError("the loop did not run while the model ran")
+            gate.wait()
             return model.embed(texts)
-
-    async def release() -> None:
-        while not started.is_set():
-            await asyncio.sleep(0.001)
-        released.set()
 
     async def main() -> tuple[int, list]:
         async with AsyncMemoryStore.connect(Engine(engine.config, asynchronous=True), installed_semantic,
                                             embedder=Gated(), merge=MergePolicy(enabled=False)) as store:
-            await asyncio.gather(store.remember("The user adopted a kitten named Miso.", "pets"),
-                                 release())
-            started.clear(), released.clear()
+            await asyncio.gather(store.remember("The user adopted a kitten named Miso.", "pets"), gate.release())
+            gate.again()
             found, _ = await asyncio.gather(store.recall("which pet did they adopt", "pets", 1, touch=False),
-                                            release())
+                                            gate.release())
             return threading.get_ident(), [r.memory.content for r in found.items]
 
     loop_thread, found = asyncio.run(main())
-    assert len(threads) == 2 and loop_thread not in threads
+    assert len(gate.threads) == 2 and loop_thread not in gate.threads
     assert found == ["The user adopted a kitten named Miso."]
 
 
@@ -140,42 +151,29 @@ def test_the_loop_serves_other_calls_while_a_merge_judge_or_an_importance_scorer
     """A judge and a scorer you give may call a model over the network: each runs on a worker thread,
     so one that waits for a coroutine of the same loop completes (on the loop it would time out), and
     the judge's answer decides the write as in a sync store."""
-    gates: dict[str, tuple[threading.Event, threading.Event]] = {}
-    threads: dict[str, int] = {}
+    judging, scoring = Gate(), Gate()
 
-    def gated(name: str, answer):
-        started, released = gates.setdefault(name, (threading.Event(), threading.Event()))
+    def judge(questions):
+        judging.wait()
+        return [True for _ in questions]
 
-        def call(items):
-            threads[name] = threading.get_ident()
-            started.set()
-            if not released.wait(timeout=30):
-                raise RuntimeError("the loop did not run while the model ran")
-            return [answer(x) for x in items]
-        return call
-
-    judge = gated("judge", lambda q: True)
-    scorer = gated("scorer", lambda text: (7.0, "mine"))
-
-    async def release(name: str) -> None:
-        started, released = gates[name]
-        while not started.is_set():
-            await asyncio.sleep(0.001)
-        released.set()
+    def scorer(texts):
+        scoring.wait()
+        return [(7.0, "mine") for _ in texts]
 
     async def main() -> tuple[int, list]:
         async with AsyncMemoryStore.connect(Engine(engine.config, asynchronous=True), installed, merge_judge=judge,
                                             scorer=scorer) as store:
             first, _ = await asyncio.gather(store.remember("We plan to tile the bathroom floor with slate.", "judged"),
-                                            release("scorer"))
-            gates["scorer"][0].clear(), gates["scorer"][1].clear()
+                                            scoring.release())
+            scoring.again()
             second, _, _ = await asyncio.gather(
                 store.remember("We plan to tile the bathroom floor with marble.", "judged"),
-                release("judge"), release("scorer"))
+                judging.release(), scoring.release())
             return threading.get_ident(), [first, second]
 
     loop_thread, (first, second) = asyncio.run(main())
-    assert set(threads) == {"judge", "scorer"} and loop_thread not in threads.values()
+    assert judging.threads and scoring.threads and loop_thread not in judging.threads + scoring.threads
     assert second.action == "superseded" and second.superseded == (first.id,)
 
 
