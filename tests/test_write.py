@@ -503,9 +503,11 @@ def test_a_look_up_soon_after_a_refresh_sends_no_refresh_and_a_twin_it_could_not
     writer has not refreshed), is numbered after that point, so the settle step finds it, and the
     newer of the two supersedes the older."""
     store = MemoryStore(engine, installed, clock=lambda: NOW)
-    store.remember("the search cluster has three nodes", "soon", kind="fact", valid_from=NOW - 5 * DAY)
+    # Nothing but the writers' own refreshes makes a write searchable: the periodic refresh is off from
+    # the start, so one it had already scheduled cannot fire between the twin's create and the look-up.
     engine.request("PUT", f"/{store.alias}/_settings", {"index": {"refresh_interval": "-1"}})
-    try:  # nothing but the writers' own refreshes makes a write searchable
+    try:
+        store.remember("the search cluster has three nodes", "soon", kind="fact", valid_from=NOW - 5 * DAY)
         twin_id, twin = document(MemoryInput("the payments service deploys on Mondays", "soon", kind="fact",
                                              importance=5, valid_from=NOW - 3 * DAY), NOW, Limits())
         store.catalog.create([(twin_id, {**twin, "written_as": "add"})])
