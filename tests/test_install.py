@@ -16,6 +16,7 @@ from esmem.errors import TemplateRenderError
 from esmem.index.engine import Engine
 from esmem.index.install import Names, current_index, uninstall
 from esmem.index.templates import render, render_json
+from esmem.values import parse_time
 
 pytestmark = pytest.mark.contract  # a container engine beside the embedded ones runs these too
 
@@ -121,6 +122,28 @@ def test_a_migration_of_many_scroll_batches_keeps_every_memory(engine: Engine, p
     migrated = install(engine, prefix, shards=2, migrate=True)
     assert any("migrated" in c for c in migrated.created)
     assert store.count("n", status=None) == 1500
+
+
+def test_a_namespaces_memories_lie_together_in_the_index_newest_first(engine: Engine, prefix: str) -> None:
+    """The index is sorted by namespace, then valid_from newest first: a search confined to one
+    namespace reads one stretch of the index, and recent-N stops after its first matches."""
+    install(engine, prefix, shards=1)
+    store = MemoryStore(engine, prefix, merge=MergePolicy(enabled=False))
+    written = [MemoryInput(f"parcel {i} waits at dock {i % 7}", ("bob", "alice", "carol")[i % 3],
+                           valid_from=f"2026-0{1 + i % 9}-{10 + i % 17}T08:00:00Z") for i in range(60)]
+    store.remember_many(written)
+    alias = Names(prefix).alias
+    engine.request("POST", f"/{alias}/_forcemerge", params={"max_num_segments": "1"})
+    engine.request("POST", f"/{alias}/_refresh")
+    hits = engine.request("POST", f"/{alias}/_search", {"size": 100, "sort": ["_doc"],
+                                                        "_source": ["namespace", "valid_from"]})["hits"]["hits"]
+    in_index_order = [(h["_source"]["namespace"], h["_source"]["valid_from"]) for h in hits]
+    assert len(in_index_order) == 60
+    by_namespace = sorted(in_index_order, key=lambda nv: nv[0])  # stable: keeps each namespace's order
+    assert in_index_order == by_namespace
+    for namespace in ("alice", "bob", "carol"):
+        times = [parse_time(t) for n, t in in_index_order if n == namespace]
+        assert times == sorted(times, reverse=True)
 
 
 def test_uninstall_removes_only_its_own_prefix(engine: Engine, prefix: str) -> None:
