@@ -7,7 +7,9 @@ and in rotating order on both indices: the BM25 floor (20 hits), the stored reca
 pinned and the recent template as MemoryStore.recall calls them, and the recent template in the
 largest namespace. Prints each call's client wall p50 and the engine's time per search (the index's
 search stats: query and fetch time over searches, which `took`, whole milliseconds, cannot resolve),
-and checks that both indices give the same hits.
+and checks that both indices give the same hits. Last, what each layout costs a write: the corpus's
+documents bulk-indexed (1,000 a request, then a refresh) into an empty index of each, alternately,
+`passes` times each.
 
     python docs/results/namespace_sort.py $ESMEM_URL 100000 3
 """
@@ -20,21 +22,47 @@ import time
 from typing import Any
 
 from esmem.apps import bench
-from esmem.index.engine import Engine
+from esmem.index.engine import Engine, ndjson
 from esmem.index.install import current_index, uninstall
 
 SETTINGS = ("number_of_shards", "number_of_replicas", "refresh_interval", "similarity", "analysis", "knn")
 
 
-def by_valid_from(engine: Engine, live: str, copy: str) -> None:
-    """`copy`: the index `live` with the same mappings and analysis, sorted by valid_from alone."""
+BY_VALID_FROM = {"field": "valid_from", "order": "desc"}
+
+
+def sorted_like(engine: Engine, live: str, name: str, sort: dict[str, Any]) -> None:
+    """An empty index `name` with the mappings and analysis of `live`, sorted by `sort`."""
     settings = engine.request("GET", f"/{live}/_settings")[live]["settings"]["index"]
     mappings = engine.request("GET", f"/{live}/_mapping")[live]["mappings"]
     index = {k: v for k, v in settings.items() if k in SETTINGS}
-    index["sort"] = {"field": "valid_from", "order": "desc"}
-    engine.request("PUT", f"/{copy}", {"settings": {"index": index}, "mappings": mappings})
-    engine.request("POST", "/_reindex", {"source": {"index": live, "size": 2000}, "dest": {"index": copy}},
-                   {"wait_for_completion": "true", "refresh": "true"})
+    engine.request("PUT", f"/{name}", {"settings": {"index": {**index, "sort": sort}}, "mappings": mappings})
+
+
+def ingest_rates(engine: Engine, live: str, passes: int) -> dict[str, list[float]]:
+    """Documents per second bulk-indexed into an empty index of each layout, alternately."""
+    docs, page = [], engine.request("POST", f"/{live}/_search", {"size": 5000, "sort": ["_doc"]}, {"scroll": "2m"})
+    while page["hits"]["hits"]:
+        docs += [({"index": {"_id": h["_id"], "routing": h["_source"]["namespace"]}}, h["_source"])
+                 for h in page["hits"]["hits"]]
+        page = engine.request("POST", "/_search/scroll", {"scroll": "2m", "scroll_id": page["_scroll_id"]})
+    bodies = [ndjson(line for pair in docs[i:i + 1000] for line in pair) for i in range(0, len(docs), 1000)]
+    live_sort = engine.request("GET", f"/{live}/_settings")[live]["settings"]["index"]["sort"]
+    layouts = {"by namespace, valid_from": live_sort, "sorted by valid_from": BY_VALID_FROM}
+    rates: dict[str, list[float]] = {}
+    for n in range(passes):
+        for layout in (list(layouts) if n % 2 == 0 else list(reversed(layouts))):
+            name = "ns-sort-ingest"
+            sorted_like(engine, live, name, layouts[layout])
+            try:
+                started = time.perf_counter()
+                for body in bodies:
+                    engine.request("POST", f"/{name}/_bulk", body)
+                engine.request("POST", f"/{name}/_refresh")
+                rates.setdefault(layout, []).append(len(docs) / (time.perf_counter() - started))
+            finally:
+                engine.request("DELETE", f"/{name}")
+    return rates
 
 
 def main(url: str, size: int, passes: int) -> None:
@@ -44,7 +72,9 @@ def main(url: str, size: int, passes: int) -> None:
         corpus = bench.loaded(engine, prefix, size)
         live = current_index(engine, prefix)
         assert live is not None
-        by_valid_from(engine, live, copy)
+        sorted_like(engine, live, copy, BY_VALID_FROM)
+        engine.request("POST", "/_reindex", {"source": {"index": live, "size": 2000}, "dest": {"index": copy}},
+                       {"wait_for_completion": "true", "refresh": "true"})
         for index in (live, copy):
             engine.request("POST", f"/{index}/_forcemerge", None, {"max_num_segments": "1"})
         queries = bench.make_queries(corpus, 200, 0)
@@ -107,6 +137,9 @@ def main(url: str, size: int, passes: int) -> None:
             print(f"{name:32s} p50 {statistics.median(walls[before]):5.2f} ms, engine {engine_ms[before]:5.3f}"
                   f"    p50 {statistics.median(walls[after]):5.2f} ms, engine {engine_ms[after]:5.3f}")
         print(f"{'store size':32s} {sizes[copy] / 2**20:22.1f} MiB {sizes[live] / 2**20:22.1f} MiB")
+        rates = ingest_rates(engine, live, passes)
+        print(f"{'bulk indexing, docs/s':32s} {' '.join(f'{r:,.0f}' for r in rates['sorted by valid_from']):>26s}"
+              f"     {' '.join(f'{r:,.0f}' for r in rates['by namespace, valid_from']):>26s}")
     finally:
         engine.request("DELETE", f"/{copy}", None, {"ignore_unavailable": "true"})
         uninstall(engine, prefix)
