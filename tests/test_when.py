@@ -34,6 +34,7 @@ NOW = parse_time("2026-10-08T12:00:00Z")
     ("deployed on 2025-03-07", "2025-03"),
     ("in May and again in June", "*-05,*-06"),
     ("since March", "*-03"),
+    ("what we planned for ſeptember 2024", "2024-09"),  # the long s folds to s, as the pattern matches it
     ("2023年6月我们去了哪里", "2023-06"),
     ("六月的会议说了什么", "*-06"),
     ("十二月的账单", "*-12"),
@@ -92,6 +93,31 @@ def test_a_memory_that_tells_a_time(text: str) -> None:
 ])
 def test_a_memory_that_tells_no_time(text: str) -> None:
     assert not tells_time(text)
+
+
+def test_the_checks_before_the_patterns_never_change_an_answer() -> None:
+    """`tells_time` and `named_periods` look for what every match holds before running their patterns:
+    on texts built around each pattern's pieces, in both cases, with unicode digits and case variants
+    (ſ folds to s, K to k), the answers are the patterns' alone."""
+    import random
+
+    from esmem.domain import when
+    from esmem.domain.analysis import fold_han
+
+    pieces = ["yesterday", "Today", "tonight", "TOMORROW", "ago", "the other day", "mondays", "weekend", "last",
+              "next", "this", "week", "months", "year", "night", "morning", "summer", "Fall", "a", "three",
+              "couple of", "days", "hours", "decades", "5", "12", "9:30", "3pm", "p.m.", "5th", "2023", "2023-07",
+              "١٢", "２０２３", "June", "jan", "Sept.", "may", "March", "ſeptember", "in", "on", "of", "since",
+              "上周", "昨天", "三天前", "6月", "六月", "2023年", "年", "月", "号", "点", "星期五", "週五", "咖啡",
+              "the", "cat", "pizza", ",", ".", "-", "?", " "]
+    rng = random.Random(20261205)
+    texts = ["".join(rng.choice(pieces) + rng.choice(["", " ", " ", "-"]) for _ in range(rng.randint(1, 6)))
+             for _ in range(3000)]
+    for text in texts:
+        folded = fold_han(text)
+        assert when.named_periods(text) == when._periods(text), text
+        assert tells_time(text) == (bool(when._TELLS_TIME.search(folded)) or bool(when._periods(folded))), text
+    assert sum(tells_time(t) for t in texts) not in (0, len(texts))
 
 
 def test_the_cues_become_template_parameters_only_when_the_query_has_them() -> None:
