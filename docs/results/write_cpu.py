@@ -5,8 +5,10 @@
 """
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import esmem
 from esmem.apps import bench
@@ -15,6 +17,13 @@ from esmem.domain.merge import MergePolicy
 from esmem.domain.store import MemoryStore
 from esmem.index.engine import Engine
 from esmem.index.install import uninstall
+
+
+def checkout() -> str:
+    """The commit of the checkout esmem was imported from."""
+    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(esmem.__file__).parent,
+                           capture_output=True, text=True)
+    return found.stdout.strip() or "not a git checkout"
 
 
 def main(url: str, size: int) -> None:
@@ -27,8 +36,7 @@ def main(url: str, size: int) -> None:
             started, cpu = time.perf_counter(), time.process_time()
             store.remember_many(items)
             wall, cpu = time.perf_counter() - started, time.process_time() - cpu
-        print(f"{esmem.__file__.rsplit('/esmem/', 1)[0]}: {size / wall:,.0f} memories/s, "
-              f"client CPU {cpu / size * 1e6:.1f} µs a memory")
+        print(f"{checkout()}: {size / wall:,.0f} memories/s, client CPU {cpu / size * 1e6:.1f} µs a memory")
     finally:
         uninstall(engine, prefix)
         engine.close()

@@ -45,9 +45,9 @@ _CJK_NUMBER = {"一": 1, "二": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七"
 _CHINESE = re.compile(rf"(?:(?P<year>{_YEAR})\s*年\s*)?(?P<month>1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月")
 _CHINESE_YEAR = re.compile(rf"(?P<year>{_YEAR})\s*年(?!\s*(?:1[0-2]|0?[1-9]|十[一二]?|[一二三四五六七八九])\s*月)")
 _FULL_NAME = re.compile(r"(?:" + "|".join(MONTHS[i] for i in range(12) if MONTHS[i] not in ("may", "march")) + r")$")
-# What every match of the patterns holds, looked for first since most texts hold none of it: a period
-# a digit, 月 or the first three letters of a month word; a time told (_TELLS_TIME below) a digit, a
-# CJK character or one of these words. The same case folding as the patterns they stand before. A
+# What every match of the patterns holds, looked for first since most texts hold none of it: every
+# period named holds a digit, 月 or a month word's first three letters; every time told (_TELLS_TIME
+# below) a digit, a CJK character or one of these words. The same case folding as the patterns. A
 # write derives `tells_time` of every memory: 30 -> 24 µs a memory on the bench corpus, 89 -> 47 µs
 # on LoCoMo's turns (docs/results/time-cue-cost.txt).
 _MAY_NAME_A_PERIOD = re.compile(r"\d|月|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec", re.IGNORECASE)
