@@ -2,8 +2,9 @@
 
 Times `esmem.domain.when.tells_time` (the checks first) against the patterns alone (the definition
 the checks must agree with) on the bench corpus's memories, the turns of the LoCoMo conversations in
-DIR and the texts of datasets/*.jsonl, `rounds` times each; checks that both give the
-same answer on every text. Prints microseconds a text (best round).
+DIR as `esmem eval --locomo` writes them ("speaker: text") and the texts of datasets/*.jsonl, `rounds`
+times each; checks that both give the same answer on every text. Prints microseconds a text (best
+round).
 
     python docs/results/time_cue_cost.py DIR 5
 """
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Callable
 
 from esmem.apps import bench
+from esmem.apps.evaluate import locomo_dataset
 from esmem.domain import when
 from esmem.domain.analysis import fold_han
 
@@ -26,8 +28,7 @@ def unchecked(text: str) -> bool:
 
 
 def texts(locomo: Path) -> dict[str, list[str]]:
-    turns = [turn["text"] for f in sorted(locomo.glob("*.json")) for key, session in json.loads(f.read_text()).items()
-             if key.startswith("session_") and isinstance(session, list) for turn in session]
+    turns = [m.content for _, m in locomo_dataset(locomo).memories]  # as `esmem eval --locomo` writes them
     sets = [json.loads(line) for f in sorted(Path("datasets").glob("*.jsonl")) for line in f.read_text().splitlines()
             if line.strip()]
     return {"bench corpus": [m.text for m in bench.generate(20000, 100, 0).inputs()], "LoCoMo turns": turns,

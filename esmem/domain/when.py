@@ -48,7 +48,7 @@ _FULL_NAME = re.compile(r"(?:" + "|".join(MONTHS[i] for i in range(12) if MONTHS
 # What every match of the patterns holds, looked for first since most texts hold none of it: every
 # period named holds a digit, 月 or a month word's first three letters; every time told (_TELLS_TIME
 # below) a digit, a CJK character or one of these words. The same case folding as the patterns. A
-# write derives `tells_time` of every memory: 30 -> 24 µs a memory on the bench corpus, 89 -> 47 µs
+# write derives `tells_time` of every memory: 30 -> 24 µs a memory on the bench corpus, 105 -> 60 µs
 # on LoCoMo's turns (docs/results/time-cue-cost.txt).
 _MAY_NAME_A_PERIOD = re.compile(r"\d|月|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec", re.IGNORECASE)
 _MAY_TELL_A_TIME = re.compile(r"\d|[\u4e00-\u9fff]|day|week|month|year|hour|decade|night|morning|afternoon|"
